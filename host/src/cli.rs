@@ -1,0 +1,101 @@
+//! The `wasmclaw` command line. This is a front end: it may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod plugins;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use crate::home::Home;
+use crate::plugin::cache::Compiler;
+use crate::plugin::{Runtime, RuntimeConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "wasmclaw",
+    version,
+    about = "An LLM agent host whose tools are sandboxed WebAssembly components"
+)]
+pub struct Cli {
+    /// wasmclaw's folder (plugins, cache); default ~/.wasmclaw.
+    #[arg(long, global = true, env = "WASMCLAW_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The plugin directory; default HOME/plugins.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub plugins: Option<PathBuf>,
+    /// More log output (-v: info, -vv: debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Inspect, check and call plugins.
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCommand),
+    /// Compiles a component read from stdin into the cache format (used by
+    /// the host itself, so compiler memory does not stay in the host).
+    #[command(hide = true)]
+    CompilePlugin {
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+impl Cli {
+    pub async fn run(self) -> Result<ExitCode> {
+        let home = self
+            .home
+            .clone()
+            .map(Home::at)
+            .unwrap_or_else(Home::from_env);
+        let plugin_dir = self.plugins.clone().unwrap_or_else(|| home.plugins_dir());
+        match self.command {
+            Command::Plugins(cmd) => cmd.run(&home, &plugin_dir).await,
+            Command::CompilePlugin { out } => {
+                let mut bytes = Vec::new();
+                std::io::stdin()
+                    .read_to_end(&mut bytes)
+                    .context("reading the component from stdin")?;
+                crate::plugin::cache::compile_to_file(&bytes, &out)?;
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    }
+}
+
+/// The runtime as the binary uses it: cache under the home folder, cache
+/// misses compiled in a child process.
+pub fn runtime(home: &Home) -> Result<Runtime> {
+    let compiler = match std::env::current_exe() {
+        Ok(exe) => Compiler::Subprocess(exe),
+        Err(_) => Compiler::InProcess,
+    };
+    Runtime::new(RuntimeConfig {
+        cache_dir: Some(home.cache_dir()),
+        compiler,
+        ..RuntimeConfig::default()
+    })
+}
+
+/// Log to stderr; plugin output is at info under the `plugin` target.
+pub fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn,plugin=info",
+        1 => "info,plugin=info,wasmtime=warn,cranelift=warn",
+        _ => "debug,wasmtime=info,cranelift=info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

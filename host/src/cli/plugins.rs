@@ -1,0 +1,146 @@
+//! `wasmclaw plugins list|check|call`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use crate::home::Home;
+use crate::plugin::call::{duration, size};
+use crate::plugin::grants::DirMode;
+use crate::plugin::{CallContext, PluginStatus, Plugins};
+
+#[derive(Subcommand, Debug)]
+pub enum PluginsCommand {
+    /// Every file in the plugin directory: status, world, tools, grants.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Exit 0 if FILE would load; otherwise print the reason and exit 1.
+    Check { file: PathBuf },
+    /// Run one tool call in a fresh instance and print the result.
+    Call {
+        #[arg(long)]
+        json: bool,
+        tool: String,
+        /// The arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+    },
+}
+
+impl PluginsCommand {
+    pub async fn run(self, home: &Home, dir: &Path) -> Result<ExitCode> {
+        let runtime = super::runtime(home)?;
+        match self {
+            PluginsCommand::List { json } => {
+                let plugins = Plugins::load_dir(runtime, dir).await;
+                let catalog = plugins.catalog();
+                if json {
+                    let list: Vec<_> = catalog.plugins.iter().map(|s| s.info()).collect();
+                    println!("{}", serde_json::to_string_pretty(&list)?);
+                } else if catalog.plugins.is_empty() {
+                    println!("no plugins in {}", dir.display());
+                } else {
+                    for status in &catalog.plugins {
+                        print_status(status);
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            PluginsCommand::Check { file } => match Plugins::load_file(&runtime, &file).await {
+                Ok(plugin) => {
+                    let tools: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
+                    println!(
+                        "{}: ok ({}; tools: {})",
+                        file.display(),
+                        plugin.world,
+                        tools.join(", ")
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(reason) => {
+                    eprintln!("{}: {reason}", file.display());
+                    Ok(ExitCode::FAILURE)
+                }
+            },
+            PluginsCommand::Call { json, tool, args } => {
+                let plugins = Plugins::load_dir(runtime, dir).await;
+                let ctx = CallContext {
+                    session_key: "cli".into(),
+                    turn_id: "cli".into(),
+                    call_id: "call-1".into(),
+                    ..Default::default()
+                };
+                let result = plugins.call(&ctx, &tool, &args).await;
+                match (json, result) {
+                    (true, Ok(output)) => {
+                        println!("{}", serde_json::json!({ "ok": output }));
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    (true, Err(e)) => {
+                        println!("{}", serde_json::json!({ "error": e }));
+                        Ok(ExitCode::FAILURE)
+                    }
+                    (false, Ok(output)) => {
+                        println!("{output}");
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    (false, Err(e)) => {
+                        eprintln!("error: {e}");
+                        Ok(ExitCode::FAILURE)
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn print_status(status: &PluginStatus) {
+    match status {
+        PluginStatus::Failed { file, error, .. } => {
+            println!("{}  error: {error}", file_name(file));
+        }
+        PluginStatus::Loaded(p) => {
+            let g = &p.grants;
+            let mut grants = Vec::new();
+            for d in &g.dirs {
+                let mode = match d.mode {
+                    DirMode::ReadOnly => "ro",
+                    DirMode::ReadWrite => "rw",
+                };
+                grants.push(format!("dir {} -> {} ({mode})", d.host.display(), d.guest));
+            }
+            if !g.env.is_empty() {
+                grants.push(format!("env {}", g.env.join(",")));
+            }
+            let grants = if grants.is_empty() {
+                "none".to_string()
+            } else {
+                grants.join("; ")
+            };
+            println!(
+                "{}  ok  {}  grants: {grants}  limits: {} memory, {} per call, {} output, {} log lines",
+                file_name(&p.path),
+                p.world,
+                size(g.limits.memory_bytes),
+                duration(g.limits.timeout),
+                size(g.limits.output_bytes as u64),
+                g.limits.log_lines,
+            );
+            for t in &p.tools {
+                let first_line = t.description.lines().next().unwrap_or("");
+                println!("    {:<20} {first_line}", t.name);
+            }
+        }
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}

@@ -1,0 +1,20 @@
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = wasmclaw::cli::Cli::parse();
+    wasmclaw::cli::init_tracing(cli.verbose);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the async runtime");
+    match runtime.block_on(cli.run()) {
+        Ok(code) => code,
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("error: {e:#}");
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

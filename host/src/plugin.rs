@@ -1,0 +1,37 @@
+//! The plugin runtime.
+//!
+//! A plugin is a WebAssembly component in the plugin directory (`NAME.wasm`),
+//! optionally with an operator-owned grants file beside it (`NAME.toml`). The
+//! runtime compiles each component once (through a disk cache), pre-instantiates
+//! it once, and runs every tool call in a fresh `Store` with its own limits and
+//! only the capabilities the grants name.
+//!
+//! - [`engine`]: the one wasmtime engine (pooling allocator, epoch ticker).
+//! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
+//! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
+//! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
+//! - [`output`]: the guest's log, stdout and stderr, into the host log, line-budgeted.
+//! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
+//! - [`tools`]: tool specs: name rules, schemas, argument validation.
+//! - [`catalog`]: the loaded plugin set and which plugin owns which tool.
+//! - [`call`]: one tool call, from arguments to result or [`ToolError`].
+//! - [`watch`]: picking up files added, replaced or removed while running.
+
+pub mod bindings;
+pub mod cache;
+pub mod call;
+pub mod catalog;
+pub mod engine;
+pub mod error;
+pub mod grants;
+pub mod loader;
+pub mod output;
+pub mod sandbox;
+pub mod tools;
+pub mod watch;
+
+pub use call::CallContext;
+pub use catalog::{Catalog, PluginStatus, Plugins};
+pub use engine::{Runtime, RuntimeConfig};
+pub use error::{ErrorKind, ToolError};
+pub use grants::{Grants, Limits};

@@ -1,0 +1,187 @@
+//! One tool call in a fresh instance, and what the caller is told when it
+//! fails.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::bindings::wasmclaw::plugin::types as wit;
+use super::error::{ErrorKind, ToolError};
+use super::grants::Limits;
+use super::loader::{Plugin, root_cause_wasm};
+use super::sandbox::{Breach, Capabilities, PluginState, new_store};
+use super::tools::floor_char_boundary;
+
+/// Who is calling: passed to the plugin as its `call-context`.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    pub session_key: String,
+    pub turn_id: String,
+    pub parent_turn_id: Option<String>,
+    pub depth: u32,
+    pub call_id: String,
+    /// An outer deadline (the turn's); the call ends at the earlier of this
+    /// and the plugin's own timeout.
+    pub deadline: Option<Instant>,
+}
+
+impl Plugin {
+    /// Runs `tool` in a fresh instance. `arguments` must already have been
+    /// checked against the tool's schema (see [`super::Plugins::call`]).
+    pub async fn call(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<String, ToolError> {
+        let limits = &self.grants.limits;
+        let now = Instant::now();
+        let deadline = match ctx.deadline {
+            Some(d) => d.min(now + limits.timeout),
+            None => now + limits.timeout,
+        };
+        let mut store = new_store(
+            &self.engine,
+            &self.name,
+            limits,
+            Capabilities::Granted(&self.grants),
+            deadline,
+        )
+        .map_err(|e| {
+            ToolError::new(
+                ErrorKind::Internal,
+                format!("plugin '{}' could not start: {e:#}", self.name),
+            )
+        })?;
+        let wit_ctx = wit::CallContext {
+            session_key: ctx.session_key.clone(),
+            turn_id: ctx.turn_id.clone(),
+            parent_turn_id: ctx.parent_turn_id.clone(),
+            depth: ctx.depth,
+            call_id: ctx.call_id.clone(),
+            deadline_ms: unix_ms(deadline),
+        };
+        let outcome = match self.pre.instantiate_async(&mut store).await {
+            Ok(instance) => {
+                instance
+                    .wasmclaw_plugin_tool()
+                    .call_call_tool(&mut store, &wit_ctx, tool, &arguments.to_string())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(Ok(output)) => {
+                if output.len() > limits.output_bytes {
+                    return Err(ToolError::new(
+                        ErrorKind::Internal,
+                        format!(
+                            "plugin '{}' returned {}, over its output limit of {}",
+                            self.name,
+                            size(output.len() as u64),
+                            size(limits.output_bytes as u64)
+                        ),
+                    ));
+                }
+                Ok(output)
+            }
+            Ok(Err(e)) => {
+                let mut e = ToolError::from(e);
+                e.message
+                    .truncate(floor_char_boundary(&e.message, limits.output_bytes));
+                Err(e)
+            }
+            Err(trap) => Err(ToolError {
+                kind: match store.data().breach() {
+                    Some(Breach::Deadline) => ErrorKind::Timeout,
+                    _ => ErrorKind::Internal,
+                },
+                message: describe_failure(&self.name, store.data(), limits, &trap),
+                retryable: false,
+            }),
+        }
+    }
+}
+
+/// Says in plain words why a call into `plugin` stopped.
+pub(super) fn describe_failure(
+    plugin: &str,
+    state: &PluginState,
+    limits: &Limits,
+    error: &wasmtime::Error,
+) -> String {
+    match state.breach() {
+        Some(Breach::Deadline) => format!(
+            "plugin '{plugin}' did not finish within its time limit of {} and was stopped",
+            duration(limits.timeout)
+        ),
+        Some(Breach::Memory) => format!(
+            "plugin '{plugin}' exceeded its memory limit of {} and was stopped",
+            size(limits.memory_bytes)
+        ),
+        Some(Breach::LogLines) => format!(
+            "plugin '{plugin}' exceeded its limit of {} log lines per call and was stopped",
+            limits.log_lines
+        ),
+        None => {
+            let reason = match error.downcast_ref::<wasmtime::Trap>() {
+                Some(trap) => trap
+                    .to_string()
+                    .trim_start_matches("wasm trap: ")
+                    .to_string(),
+                None => root_cause_wasm(error),
+            };
+            let tail = state.log.stderr_tail();
+            if tail.is_empty() {
+                format!("plugin '{plugin}' crashed ({reason})")
+            } else {
+                format!(
+                    "plugin '{plugin}' crashed ({reason}); its stderr ended with: {}",
+                    tail.join(" / ")
+                )
+            }
+        }
+    }
+}
+
+/// `64 MiB`, `1.5 MiB`, `2 KiB`, `2000 bytes`: exact below a MiB.
+pub fn size(bytes: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = KIB * 1024;
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= MIB => format!("{:.1} MiB", b as f64 / MIB as f64),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// `30 s`, `250 ms`.
+pub fn duration(d: Duration) -> String {
+    if d.as_millis() % 1000 == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+fn unix_ms(deadline: Instant) -> u64 {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    (SystemTime::now() + remaining)
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_read_well() {
+        assert_eq!(size(64 << 20), "64 MiB");
+        assert_eq!(size(100 << 20), "100 MiB");
+        assert_eq!(size(1536), "1536 bytes");
+        assert_eq!(size(3 << 19), "1.5 MiB");
+        assert_eq!(size(12), "12 bytes");
+        assert_eq!(duration(Duration::from_secs(30)), "30 s");
+        assert_eq!(duration(Duration::from_millis(250)), "250 ms");
+    }
+}

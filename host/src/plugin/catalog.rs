@@ -1,0 +1,331 @@
+//! The loaded plugin set: which files loaded, which failed and why, and which
+//! plugin owns which tool.
+//!
+//! Tool names are global: the model sees one flat list. When two plugins offer
+//! the same name, the file whose name sorts first (byte order) keeps it and
+//! the other is refused as a whole, so the outcome does not depend on which
+//! file arrived first. A rescan reloads only files whose contents or grants
+//! changed; a call holds its plugin by `Arc`, so calls in flight finish on the
+//! version they started with.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::call::CallContext;
+use super::engine::Runtime;
+use super::error::{ErrorKind, ToolError};
+use super::grants::Grants;
+use super::loader::{Plugin, PluginInfo, load, plugin_name};
+use super::tools::Tool;
+
+/// One file of the plugin directory.
+#[derive(Clone, Debug)]
+pub enum PluginStatus {
+    Loaded(Arc<Plugin>),
+    Failed {
+        name: String,
+        file: PathBuf,
+        error: String,
+    },
+}
+
+impl PluginStatus {
+    pub fn name(&self) -> &str {
+        match self {
+            PluginStatus::Loaded(p) => &p.name,
+            PluginStatus::Failed { name, .. } => name,
+        }
+    }
+}
+
+/// What `plugins list --json` prints per file.
+#[derive(Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum StatusInfo<'a> {
+    Ok(PluginInfo<'a>),
+    Error {
+        name: &'a str,
+        file: &'a Path,
+        error: &'a str,
+    },
+}
+
+impl PluginStatus {
+    pub fn info(&self) -> StatusInfo<'_> {
+        match self {
+            PluginStatus::Loaded(p) => StatusInfo::Ok(p.info()),
+            PluginStatus::Failed { name, file, error } => StatusInfo::Error { name, file, error },
+        }
+    }
+}
+
+/// A snapshot of the plugin set.
+#[derive(Default)]
+pub struct Catalog {
+    /// Every file, sorted by file name.
+    pub plugins: Vec<PluginStatus>,
+    tools: HashMap<String, (Arc<Plugin>, usize)>,
+}
+
+impl Catalog {
+    /// The plugin that offers `tool`, and the tool.
+    pub fn tool(&self, tool: &str) -> Option<(&Arc<Plugin>, &Tool)> {
+        self.tools.get(tool).map(|(p, i)| (p, &p.tools[*i]))
+    }
+
+    /// All offered tools, sorted by name.
+    pub fn tools(&self) -> Vec<&Tool> {
+        let mut tools: Vec<&Tool> = self.tools.values().map(|(p, i)| &p.tools[*i]).collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+
+    /// Resolves tool-name conflicts over the files' load results.
+    fn build(results: &BTreeMap<PathBuf, FileEntry>) -> Catalog {
+        let mut catalog = Catalog::default();
+        let mut owner: HashMap<&str, &Path> = HashMap::new();
+        for (path, entry) in results {
+            let status = match &entry.result {
+                Err(error) => PluginStatus::Failed {
+                    name: plugin_name(path),
+                    file: path.clone(),
+                    error: error.clone(),
+                },
+                Ok(plugin) => match plugin.tools.iter().find_map(|t| {
+                    owner
+                        .get(t.name.as_str())
+                        .map(|other| (t.name.as_str(), other))
+                }) {
+                    Some((tool, other)) => PluginStatus::Failed {
+                        name: plugin.name.to_string(),
+                        file: path.clone(),
+                        error: format!(
+                            "tool {tool:?} is already offered by {}; when two plugins offer the same tool, the file whose name sorts first keeps it",
+                            other.file_name().unwrap_or_default().to_string_lossy()
+                        ),
+                    },
+                    None => {
+                        for (i, t) in plugin.tools.iter().enumerate() {
+                            owner.insert(&t.name, path);
+                            catalog.tools.insert(t.name.clone(), (plugin.clone(), i));
+                        }
+                        PluginStatus::Loaded(plugin.clone())
+                    }
+                },
+            };
+            catalog.plugins.push(status);
+        }
+        catalog
+    }
+}
+
+/// What a rescan changed, for the host log and the event stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginChange {
+    Loaded {
+        name: String,
+        tools: Vec<String>,
+    },
+    Failed {
+        name: String,
+        file: PathBuf,
+        error: String,
+    },
+    Unloaded {
+        name: String,
+    },
+}
+
+/// The file's identity for change detection: size and modification time of
+/// the component and of its grants file.
+type Fingerprint = (Option<(u64, SystemTime)>, Option<(u64, SystemTime)>);
+
+struct FileEntry {
+    fingerprint: Fingerprint,
+    result: Result<Arc<Plugin>, String>,
+}
+
+/// The live plugin set of one directory.
+pub struct Plugins {
+    runtime: Runtime,
+    dir: PathBuf,
+    files: tokio::sync::Mutex<BTreeMap<PathBuf, FileEntry>>,
+    current: RwLock<Arc<Catalog>>,
+}
+
+impl Plugins {
+    /// Loads every plugin in `dir`. A missing directory is an empty set.
+    pub async fn load_dir(runtime: Runtime, dir: impl Into<PathBuf>) -> Arc<Plugins> {
+        let plugins = Arc::new(Plugins {
+            runtime,
+            dir: dir.into(),
+            files: Default::default(),
+            current: Default::default(),
+        });
+        plugins.rescan().await;
+        plugins
+    }
+
+    /// Loads exactly one file, for `plugins check` and `plugins call FILE`.
+    pub async fn load_file(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
+        load(runtime, path).await
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The current snapshot.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.current.read().unwrap().clone()
+    }
+
+    /// Validates `arguments` against the tool's schema and runs the call in a
+    /// fresh instance of the plugin that offers `tool`.
+    pub async fn call(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<String, ToolError> {
+        let catalog = self.catalog();
+        let Some((plugin, spec)) = catalog.tool(tool) else {
+            let known: Vec<&str> = catalog.tools().iter().map(|t| t.name.as_str()).collect();
+            return Err(ToolError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "unknown tool {tool:?}; available tools: {}",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        };
+        spec.check_arguments(arguments)?;
+        let plugin = plugin.clone();
+        drop(catalog);
+        plugin.call(ctx, tool, arguments).await
+    }
+
+    /// Brings the set up to date with the directory; returns what changed.
+    pub async fn rescan(&self) -> Vec<PluginChange> {
+        let mut files = self.files.lock().await;
+        let before = self.catalog();
+        let on_disk = list_wasm_files(&self.dir);
+
+        files.retain(|path, _| on_disk.contains(path));
+        for path in &on_disk {
+            let fingerprint = fingerprint(path);
+            if files
+                .get(path)
+                .is_some_and(|e| e.fingerprint == fingerprint)
+            {
+                continue;
+            }
+            let result = load(&self.runtime, path).await.map(Arc::new);
+            files.insert(
+                path.clone(),
+                FileEntry {
+                    fingerprint,
+                    result,
+                },
+            );
+        }
+
+        let catalog = Arc::new(Catalog::build(&files));
+        let changes = diff(&before, &catalog);
+        *self.current.write().unwrap() = catalog;
+        for change in &changes {
+            match change {
+                PluginChange::Loaded { name, tools } => {
+                    tracing::info!(plugin = %name, tools = %tools.join(", "), "plugin loaded")
+                }
+                PluginChange::Failed { file, error, .. } => {
+                    tracing::warn!("plugin {} not loaded: {error}", file.display())
+                }
+                PluginChange::Unloaded { name } => {
+                    tracing::info!(plugin = %name, "plugin unloaded")
+                }
+            }
+        }
+        changes
+    }
+}
+
+/// `*.wasm` files directly in `dir`, sorted; hidden files are skipped (editors
+/// and copy tools write temporary files there).
+fn list_wasm_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "wasm")
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                && p.is_file()
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn fingerprint(wasm: &Path) -> Fingerprint {
+    let stat = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.len(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+    };
+    (stat(wasm), stat(&Grants::sidecar_of(wasm)))
+}
+
+fn diff(before: &Catalog, after: &Catalog) -> Vec<PluginChange> {
+    let old: HashMap<&str, &PluginStatus> = before.plugins.iter().map(|s| (s.name(), s)).collect();
+    let mut changes = Vec::new();
+    for status in &after.plugins {
+        let same = match (old.get(status.name()), status) {
+            (Some(PluginStatus::Loaded(a)), PluginStatus::Loaded(b)) => Arc::ptr_eq(a, b),
+            (
+                Some(PluginStatus::Failed { error: a, .. }),
+                PluginStatus::Failed { error: b, .. },
+            ) => a == b,
+            _ => false,
+        };
+        if same {
+            continue;
+        }
+        changes.push(match status {
+            PluginStatus::Loaded(p) => PluginChange::Loaded {
+                name: p.name.to_string(),
+                tools: p.tools.iter().map(|t| t.name.clone()).collect(),
+            },
+            PluginStatus::Failed { name, file, error } => PluginChange::Failed {
+                name: name.clone(),
+                file: file.clone(),
+                error: error.clone(),
+            },
+        });
+    }
+    let now: std::collections::HashSet<&str> = after.plugins.iter().map(|s| s.name()).collect();
+    for status in &before.plugins {
+        if !now.contains(status.name()) {
+            changes.push(PluginChange::Unloaded {
+                name: status.name().to_string(),
+            });
+        }
+    }
+    changes
+}

@@ -1,0 +1,155 @@
+//! The one wasmtime engine of the host, the linker every plugin is
+//! instantiated with, and the epoch ticker that bounds every call.
+//!
+//! Settings (measured on the target machine, see GUEST notes in the README):
+//! the pooling allocator instantiates about twice as fast as on-demand
+//! allocation; copy-on-write memory images make instantiation of big guests
+//! (Python, JavaScript) several times faster; `concurrency_support(false)`
+//! makes calls about three times faster while no plugin needs component-model
+//! async; epoch interruption stops a guest in an infinite loop at a small cost.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Result;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::bindings::ToolPlugin;
+use super::cache::{CompileCache, Compiler};
+use super::grants::MAX_MEMORY_MIB;
+use super::sandbox::PluginState;
+
+/// How often the epoch advances; a call's deadline is checked at each tick,
+/// so a runaway guest is stopped at most this late.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// How the runtime is set up.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Where compiled code is cached; `None` compiles every load afresh.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// How cache misses are compiled.
+    pub compiler: Compiler,
+    /// Plugin instances alive at once (all sessions, tools and hooks).
+    pub max_instances: u32,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            compiler: Compiler::InProcess,
+            max_instances: 1000,
+        }
+    }
+}
+
+/// The engine, the linker and the compile cache, shared by all plugins.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    cache: CompileCache,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    pub fn new(config: RuntimeConfig) -> Result<Self> {
+        let mut wasm = compile_config();
+        let mut pool = PoolingAllocationConfig::new();
+        let n = config.max_instances.max(1);
+        pool.total_component_instances(n)
+            .total_core_instances(n.saturating_mul(4))
+            .total_memories(n.saturating_mul(2))
+            .total_tables(n.saturating_mul(4))
+            .total_stacks(n)
+            .max_memory_size((MAX_MEMORY_MIB as usize) << 20)
+            .max_core_instances_per_component(64)
+            .max_memories_per_component(8)
+            .max_tables_per_component(32);
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        ToolPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
+
+        let cache = CompileCache::new(config.cache_dir, config.compiler);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                _ticker: EpochTicker::start(engine.clone()),
+                engine,
+                linker,
+                cache,
+            }),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub fn linker(&self) -> &Linker<PluginState> {
+        &self.inner.linker
+    }
+
+    pub fn cache(&self) -> &CompileCache {
+        &self.inner.cache
+    }
+}
+
+/// The settings that decide what compiled code looks like. A compiler in
+/// another process uses exactly these, so its output loads here.
+pub fn compile_config() -> Config {
+    let mut c = Config::new();
+    c.wasm_component_model(true)
+        .epoch_interruption(true)
+        .concurrency_support(false)
+        .memory_init_cow(true)
+        .cranelift_opt_level(wasmtime::OptLevel::Speed)
+        .parallel_compilation(true);
+    c
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("wasmclaw-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch ticker thread");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The error a tool caller sees: the host's side of the WIT `plugin-error`.
+//!
+//! Everything that can go wrong in a call (bad arguments, an unknown tool, a
+//! trap, a breached limit, an error the plugin returned itself) ends up as a
+//! [`ToolError`], whose text is written for the model and the operator alike.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::bindings::wasmclaw::plugin::types as wit;
+
+/// Mirrors the WIT `error-kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    InvalidInput,
+    NotFound,
+    Denied,
+    Timeout,
+    Upstream,
+    Internal,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidInput => "invalid-input",
+            ErrorKind::NotFound => "not-found",
+            ErrorKind::Denied => "denied",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Upstream => "upstream",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed tool call, as the caller sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct ToolError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// Whether the same call may succeed if tried again.
+    pub retryable: bool,
+}
+
+impl ToolError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            retryable: false,
+        }
+    }
+
+    pub fn retryable(mut self) -> Self {
+        self.retryable = true;
+        self
+    }
+}
+
+impl From<wit::ErrorKind> for ErrorKind {
+    fn from(kind: wit::ErrorKind) -> Self {
+        match kind {
+            wit::ErrorKind::InvalidInput => ErrorKind::InvalidInput,
+            wit::ErrorKind::NotFound => ErrorKind::NotFound,
+            wit::ErrorKind::Denied => ErrorKind::Denied,
+            wit::ErrorKind::Timeout => ErrorKind::Timeout,
+            wit::ErrorKind::Upstream => ErrorKind::Upstream,
+            wit::ErrorKind::Internal => ErrorKind::Internal,
+        }
+    }
+}
+
+impl From<wit::PluginError> for ToolError {
+    fn from(e: wit::PluginError) -> Self {
+        Self {
+            kind: e.kind.into(),
+            message: e.message,
+            retryable: e.retryable,
+        }
+    }
+}

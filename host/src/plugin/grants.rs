@@ -1,0 +1,319 @@
+//! Operator grants: what one plugin may reach.
+//!
+//! Grants belong to the operator, not the plugin: they live in `NAME.toml` beside
+//! `NAME.wasm`. No file means no capabilities at all: no filesystem, no
+//! environment, no network, no stdin, and the default limits.
+//!
+//! ```toml
+//! env = ["TZ"]                # environment variables passed through by name
+//!
+//! [limits]                    # any subset; defaults in `Limits::default`
+//! memory_mib = 64
+//! timeout_ms = 30000
+//! output_kib = 1024
+//! log_lines = 1000
+//!
+//! [[dirs]]
+//! host = "../workspace"       # relative to this file's folder; "~/" is the user's home
+//! guest = "/workspace"        # where the plugin sees it
+//! mode = "read-write"         # or "read-only"
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The largest memory limit a grant may ask for. The pooling allocator reserves
+/// address space for this much per instance slot.
+pub const MAX_MEMORY_MIB: u64 = 1024;
+
+/// `NAME.toml` exactly as written; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantsToml {
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default)]
+    pub limits: LimitsToml,
+    #[serde(default)]
+    pub dirs: Vec<DirToml>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsToml {
+    pub memory_mib: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    pub output_kib: Option<u64>,
+    pub log_lines: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirToml {
+    pub host: String,
+    pub guest: String,
+    pub mode: DirMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirMode {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// Per-call limits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Linear memory, all memories of the instance together.
+    pub memory_bytes: u64,
+    /// Wall-clock time for one call.
+    #[serde(rename = "timeout_ms", serialize_with = "as_millis")]
+    pub timeout: Duration,
+    /// Size of the result (or error message) the call may return.
+    pub output_bytes: usize,
+    /// Lines the call may write through `log`, stdout and stderr together.
+    pub log_lines: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 << 20,
+            timeout: Duration::from_secs(30),
+            output_bytes: 1 << 20,
+            log_lines: 1000,
+        }
+    }
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+/// A directory the plugin may open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DirGrant {
+    /// Canonical host path.
+    pub host: PathBuf,
+    /// The path the guest sees.
+    pub guest: String,
+    pub mode: DirMode,
+}
+
+/// Resolved grants of one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Grants {
+    /// Names of the environment variables passed through; values are read from
+    /// the host's environment at each call and never listed.
+    pub env: Vec<String>,
+    pub dirs: Vec<DirGrant>,
+    pub limits: Limits,
+    /// The file these came from, if any.
+    pub source: Option<PathBuf>,
+}
+
+impl Grants {
+    /// The sidecar that belongs to a plugin file.
+    pub fn sidecar_of(wasm: &Path) -> PathBuf {
+        wasm.with_extension("toml")
+    }
+
+    /// Reads the sidecar of `wasm`; no sidecar means no capabilities.
+    /// Errors name the file, the field and what was expected.
+    pub fn for_plugin(wasm: &Path) -> Result<Grants, String> {
+        let sidecar = Self::sidecar_of(wasm);
+        match std::fs::read_to_string(&sidecar) {
+            Ok(text) => Self::parse(&text, &sidecar),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants::default()),
+            Err(e) => Err(format!("{}: cannot read: {e}", sidecar.display())),
+        }
+    }
+
+    /// Parses and resolves a grants file; relative directory paths are taken
+    /// from the file's folder.
+    pub fn parse(text: &str, file: &Path) -> Result<Grants, String> {
+        let at = |msg: String| format!("{}: {msg}", file.display());
+        let toml: GrantsToml = toml::from_str(text).map_err(|e| at(toml_error(&e)))?;
+        let base = file.parent().unwrap_or(Path::new("."));
+
+        for name in &toml.env {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(at(format!(
+                    "env: {name:?} is not an environment variable name"
+                )));
+            }
+        }
+
+        let mut dirs = Vec::new();
+        for (i, dir) in toml.dirs.iter().enumerate() {
+            let field = format!("dirs[{i}]");
+            if !dir.guest.starts_with('/') {
+                return Err(at(format!(
+                    "{field}.guest: expected an absolute path such as \"/workspace\", found {:?}",
+                    dir.guest
+                )));
+            }
+            let host = expand_path(&dir.host, base);
+            let host = host.canonicalize().map_err(|e| {
+                at(format!(
+                    "{field}.host: {:?} (resolved to {}) cannot be opened: {e}",
+                    dir.host,
+                    host.display()
+                ))
+            })?;
+            if !host.is_dir() {
+                return Err(at(format!(
+                    "{field}.host: {} is not a directory",
+                    host.display()
+                )));
+            }
+            dirs.push(DirGrant {
+                host,
+                guest: dir.guest.clone(),
+                mode: dir.mode,
+            });
+        }
+
+        Ok(Grants {
+            env: toml.env,
+            dirs,
+            limits: resolve_limits(&toml.limits).map_err(at)?,
+            source: Some(file.to_path_buf()),
+        })
+    }
+}
+
+fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
+    fn check(field: &str, value: u64, min: u64, max: u64) -> Result<u64, String> {
+        if (min..=max).contains(&value) {
+            Ok(value)
+        } else {
+            Err(format!(
+                "limits.{field}: expected {min} to {max}, found {value}"
+            ))
+        }
+    }
+    let d = Limits::default();
+    Ok(Limits {
+        memory_bytes: match t.memory_mib {
+            Some(v) => check("memory_mib", v, 1, MAX_MEMORY_MIB)? << 20,
+            None => d.memory_bytes,
+        },
+        timeout: match t.timeout_ms {
+            Some(v) => Duration::from_millis(check("timeout_ms", v, 1, 3_600_000)?),
+            None => d.timeout,
+        },
+        output_bytes: match t.output_kib {
+            Some(v) => (check("output_kib", v, 1, 256 << 10)? << 10) as usize,
+            None => d.output_bytes,
+        },
+        log_lines: match t.log_lines {
+            Some(v) => check("log_lines", v.into(), 0, 10_000_000)? as u32,
+            None => d.log_lines,
+        },
+    })
+}
+
+/// `~/x` is under the user's home; a relative path is under `base`.
+fn expand_path(path: &str, base: &Path) -> PathBuf {
+    if let Some(rest) = path.strip_prefix("~/")
+        && let Some(home) = crate::home::user_home()
+    {
+        return home.join(rest);
+    }
+    base.join(path)
+}
+
+/// toml's messages carry a multi-line source excerpt; keep them on one line.
+fn toml_error(e: &toml::de::Error) -> String {
+    let msg = e.message().trim();
+    match e.span() {
+        Some(span) => format!("{msg} (at byte {})", span.start),
+        None => msg.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Grants, String> {
+        Grants::parse(text, Path::new("/plugins/demo.toml"))
+    }
+
+    #[test]
+    fn empty_file_grants_nothing_and_default_limits() {
+        let g = parse("").unwrap();
+        assert!(g.env.is_empty() && g.dirs.is_empty());
+        assert_eq!(g.limits, Limits::default());
+    }
+
+    #[test]
+    fn limits_override_defaults() {
+        let g = parse("[limits]\nmemory_mib = 16\ntimeout_ms = 250\n").unwrap();
+        assert_eq!(g.limits.memory_bytes, 16 << 20);
+        assert_eq!(g.limits.timeout, Duration::from_millis(250));
+        assert_eq!(g.limits.output_bytes, Limits::default().output_bytes);
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let err = parse("[limits]\nmemory_mb = 16\n").unwrap_err();
+        assert!(
+            err.starts_with("/plugins/demo.toml: unknown field `memory_mb`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn out_of_range_limit_is_named() {
+        let err = parse("[limits]\nmemory_mib = 4096\n").unwrap_err();
+        assert_eq!(
+            err,
+            "/plugins/demo.toml: limits.memory_mib: expected 1 to 1024, found 4096"
+        );
+    }
+
+    #[test]
+    fn relative_guest_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"data\"\nmode = \"read-only\"\n",
+            dir.path()
+        );
+        let err = parse(&text).unwrap_err();
+        assert_eq!(
+            err,
+            "/plugins/demo.toml: dirs[0].guest: expected an absolute path such as \"/workspace\", found \"data\""
+        );
+    }
+
+    #[test]
+    fn missing_host_dir_is_named() {
+        let err =
+            parse("[[dirs]]\nhost = \"nope\"\nguest = \"/d\"\nmode = \"read-only\"\n").unwrap_err();
+        assert!(
+            err.starts_with(
+                "/plugins/demo.toml: dirs[0].host: \"nope\" (resolved to /plugins/nope) cannot be opened"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_mode_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/d\"\nmode = \"rw\"\n",
+            dir.path()
+        );
+        let err = parse(&text).unwrap_err();
+        assert!(
+            err.contains("unknown variant `rw`, expected `read-only` or `read-write`"),
+            "{err}"
+        );
+    }
+}

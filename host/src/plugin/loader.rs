@@ -1,0 +1,302 @@
+//! Loading one plugin file: from bytes to a [`Plugin`] that is ready to run
+//! calls, or to a reason in plain words.
+//!
+//! The checks, in order: it is a component (not text, not a core module);
+//! its grants file parses; it compiles (through the cache); it exports the
+//! tool interface of this host's WIT version; its imports are all provided;
+//! its exports have the expected signatures; `list-tools` runs, with no
+//! capabilities, and returns tools that follow [`super::tools`]'s rules.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use wasmtime::component::Component;
+
+use super::bindings::wasmclaw::plugin::types as wit;
+use super::bindings::{TOOL_EXPORT, ToolPlugin, ToolPluginPre, WIT_PACKAGE, WIT_VERSION};
+use super::cache::CacheOutcome;
+use super::call::describe_failure;
+use super::engine::Runtime;
+use super::grants::Grants;
+use super::sandbox::{Capabilities, new_store};
+use super::tools::{Tool, validate_specs};
+
+/// The world a plugin implements.
+pub const TOOL_WORLD: &str = "tool-plugin";
+
+/// A loaded plugin: compiled, pre-instantiated, its tools listed.
+pub struct Plugin {
+    /// The file stem: `calc` for `calc.wasm`.
+    pub name: Arc<str>,
+    pub path: PathBuf,
+    pub world: &'static str,
+    pub tools: Vec<Tool>,
+    pub grants: Grants,
+    pub cache: CacheOutcome,
+    pub(super) engine: wasmtime::Engine,
+    pub(super) pre: ToolPluginPre<super::sandbox::PluginState>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("tools", &self.tools)
+            .finish()
+    }
+}
+
+/// What `plugins list --json` shows of a loaded plugin.
+#[derive(Serialize)]
+pub struct PluginInfo<'a> {
+    pub name: &'a str,
+    pub file: &'a Path,
+    pub world: &'a str,
+    pub tools: &'a [Tool],
+    pub grants: &'a Grants,
+}
+
+impl Plugin {
+    pub fn info(&self) -> PluginInfo<'_> {
+        PluginInfo {
+            name: &self.name,
+            file: &self.path,
+            world: self.world,
+            tools: &self.tools,
+            grants: &self.grants,
+        }
+    }
+}
+
+/// The plugin name of a file: its stem.
+pub fn plugin_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Loads `path`; the error is the reason, without the file name (the caller
+/// reports both).
+pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
+    let name: Arc<str> = plugin_name(path).into();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    check_header(&bytes)?;
+    let grants = Grants::for_plugin(path)?;
+
+    let rt = runtime.clone();
+    let (component, cache) =
+        tokio::task::spawn_blocking(move || rt.cache().load(rt.engine(), &bytes))
+            .await
+            .map_err(|e| format!("compilation failed: {e}"))?
+            .map_err(|e| format!("not a valid component: {}", root_cause(&e)))?;
+
+    check_exports(runtime, &component)?;
+    check_imports(runtime, &component)?;
+    let instance_pre = runtime
+        .linker()
+        .instantiate_pre(&component)
+        .map_err(|e| link_error(&e))?;
+    let pre = ToolPluginPre::new(instance_pre).map_err(|e| {
+        format!(
+            "its exports do not match {TOOL_EXPORT} (a function's signature differs from this host's WIT): {}",
+            root_cause_wasm(&e)
+        )
+    })?;
+
+    let specs = {
+        let deadline = Instant::now() + grants.limits.timeout;
+        let mut store = new_store(
+            runtime.engine(),
+            &name,
+            &grants.limits,
+            Capabilities::None,
+            deadline,
+        )
+        .map_err(|e| format!("cannot create a store: {e:#}"))?;
+        let failed = |store: &wasmtime::Store<_>, what: &str, e: wasmtime::Error| {
+            format!(
+                "{what} failed: {}",
+                describe_failure(&name, store.data(), &grants.limits, &e)
+            )
+        };
+        let instance = match pre.instance_pre().instantiate_async(&mut store).await {
+            Ok(instance) => instance,
+            Err(e) => return Err(failed(&store, "instantiation", e)),
+        };
+        check_signatures(&component, &instance, &mut store)?;
+        let bindings = ToolPlugin::new(&mut store, &instance)
+            .map_err(|e| format!("cannot bind its exports: {}", root_cause_wasm(&e)))?;
+        match bindings
+            .wasmclaw_plugin_tool()
+            .call_list_tools(&mut store)
+            .await
+        {
+            Ok(specs) => specs,
+            Err(e) => return Err(failed(&store, "list-tools", e)),
+        }
+    };
+    let tools = validate_specs(specs)?;
+
+    Ok(Plugin {
+        name,
+        path: path.to_path_buf(),
+        world: TOOL_WORLD,
+        tools,
+        grants,
+        cache,
+        engine: runtime.engine().clone(),
+        pre,
+    })
+}
+
+fn check_header(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(
+            "not a WebAssembly file (it does not start with the \\0asm magic bytes)".into(),
+        );
+    }
+    match &bytes[4..8] {
+        [0x0d, 0x00, 0x01, 0x00] => Ok(()),
+        [0x01, 0x00, 0x00, 0x00] => Err(
+            "a core WebAssembly module, not a component: build it as a component \
+             (e.g. for the wasm32-wasip2 target) or wrap it with `wasm-tools component new`"
+                .into(),
+        ),
+        v => Err(format!(
+            "an unsupported WebAssembly binary version {v:02x?}; expected a component (version 0d 00, layer 01 00)"
+        )),
+    }
+}
+
+/// The tool interface must be exported at a version this host speaks.
+fn check_exports(runtime: &Runtime, component: &Component) -> Result<(), String> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty
+        .exports(runtime.engine())
+        .map(|(name, _)| name.to_string())
+        .collect();
+    if exports.iter().any(|e| e == TOOL_EXPORT) {
+        return Ok(());
+    }
+    let listed = if exports.is_empty() {
+        "nothing".to_string()
+    } else {
+        exports.join(", ")
+    };
+    let ours = format!("{WIT_PACKAGE}/");
+    let supported = WIT_VERSION
+        .rsplit_once('.')
+        .map_or(WIT_VERSION, |(mm, _)| mm);
+    if let Some(other) = exports.iter().find_map(|e| {
+        e.strip_prefix(&ours)
+            .and_then(|rest| rest.split_once('@'))
+            .map(|(_, version)| version)
+    }) {
+        return Err(format!(
+            "built against {WIT_PACKAGE}@{other}; this host supports {supported}.x; it exports: {listed}"
+        ));
+    }
+    Err(format!(
+        "does not export {TOOL_EXPORT}, so it offers no tools; it exports: {listed}"
+    ))
+}
+
+/// Each exported function must have the signature of this host's WIT; a
+/// mismatch is named here instead of failing every call.
+fn check_signatures(
+    component: &Component,
+    instance: &wasmtime::component::Instance,
+    store: &mut wasmtime::Store<super::sandbox::PluginState>,
+) -> Result<(), String> {
+    let iface = component
+        .get_export_index(None, TOOL_EXPORT)
+        .ok_or_else(|| format!("does not export {TOOL_EXPORT}"))?;
+    let func = |name: &str| {
+        component
+            .get_export_index(Some(&iface), name)
+            .ok_or_else(|| format!("its {TOOL_EXPORT} export has no function `{name}`"))
+    };
+    let mismatch = |name: &str, e: wasmtime::Error| {
+        // Skip wasmtime's generic "failed to convert function to given type".
+        let cause = e
+            .chain()
+            .skip(1)
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(": ");
+        format!(
+            "function `{name}` of {TOOL_EXPORT} does not have this host's signature (was the component built against a changed copy of the WIT?): {cause}"
+        )
+    };
+    instance
+        .get_typed_func::<(), (Vec<wit::ToolSpec>,)>(&mut *store, &func("list-tools")?)
+        .map_err(|e| mismatch("list-tools", e))?;
+    instance
+        .get_typed_func::<(wit::CallContext, String, String), (Result<String, wit::PluginError>,)>(
+            &mut *store,
+            &func("call-tool")?,
+        )
+        .map_err(|e| mismatch("call-tool", e))?;
+    Ok(())
+}
+
+/// Names the imports this host does not provide (WASI 0.2 and the plugin
+/// package's own interfaces are provided).
+fn check_imports(runtime: &Runtime, component: &Component) -> Result<(), String> {
+    let ours = format!("{WIT_PACKAGE}/");
+    let provided = |name: &str| {
+        (name.starts_with("wasi:") && name.contains("@0.2."))
+            || name
+                .strip_prefix(&ours)
+                .and_then(|rest| rest.split_once('@'))
+                .is_some_and(|(iface, version)| {
+                    matches!(iface, "types" | "log") && version.starts_with("0.1.")
+                })
+    };
+    let missing: Vec<String> = component
+        .component_type()
+        .imports(runtime.engine())
+        .map(|(name, _)| name.to_string())
+        .filter(|name| !provided(name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let hint = if missing.iter().any(|m| m.contains("@0.3")) {
+        " (WASI 0.3 is not supported yet; build against WASI 0.2)"
+    } else {
+        ""
+    };
+    Err(format!(
+        "it imports {}, which this host does not provide{hint}; it provides WASI 0.2 and {WIT_PACKAGE}/log@{WIT_VERSION}",
+        missing.join(", ")
+    ))
+}
+
+/// The component imports something the host does not provide.
+fn link_error(e: &wasmtime::Error) -> String {
+    let cause = root_cause_wasm(e);
+    let hint = if cause.contains("@0.3") {
+        " (WASI 0.3 is not supported yet; build against WASI 0.2)"
+    } else {
+        ""
+    };
+    format!(
+        "it imports something this host does not provide{hint}: {cause}; this host provides WASI 0.2 and {WIT_PACKAGE}/log@{WIT_VERSION}"
+    )
+}
+
+pub(super) fn root_cause_wasm(e: &wasmtime::Error) -> String {
+    let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+    chain.join(": ")
+}
+
+fn root_cause(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}

@@ -1,0 +1,255 @@
+//! What a guest writes for people to read: the `log` import, stdout and stderr.
+//!
+//! All three go to the host log (target `plugin`, tagged with the plugin's
+//! name), never to the host's own stdout. Each call has a budget of lines
+//! shared by the three; the line that breaks it stops the call. The last few
+//! stderr lines are kept so a crash can say what the guest printed (a Rust
+//! panic message, a Python traceback).
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::io::AsyncWrite;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
+
+use super::bindings::wasmclaw::plugin::log::{self, Level};
+use super::sandbox::PluginState;
+
+/// Longest line kept; the rest is cut.
+const MAX_LINE: usize = 4096;
+/// stderr lines kept for crash reports.
+const STDERR_TAIL: usize = 3;
+
+/// The error returned when a guest writes past its line budget.
+#[derive(Debug, thiserror::Error)]
+#[error("log limit of {0} lines per call exceeded")]
+pub struct LogLimitExceeded(pub u32);
+
+/// One call's log budget and stderr tail.
+#[derive(Debug)]
+pub struct CallLog {
+    plugin: Arc<str>,
+    limit: u32,
+    used: AtomicU32,
+    breached: AtomicBool,
+    stderr_tail: Mutex<VecDeque<String>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl CallLog {
+    pub fn new(plugin: Arc<str>, limit: u32) -> Self {
+        Self {
+            plugin,
+            limit,
+            used: AtomicU32::new(0),
+            breached: AtomicBool::new(false),
+            stderr_tail: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Whether the call wrote more lines than allowed.
+    pub fn breached(&self) -> bool {
+        self.breached.load(Ordering::Relaxed)
+    }
+
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The last lines the guest wrote to stderr.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr_tail.lock().unwrap().iter().cloned().collect()
+    }
+
+    /// Takes one line from the budget and writes it to the host log.
+    pub fn line(&self, level: Level, text: &str) -> Result<(), LogLimitExceeded> {
+        if self.used.fetch_add(1, Ordering::Relaxed) >= self.limit {
+            self.breached.store(true, Ordering::Relaxed);
+            return Err(LogLimitExceeded(self.limit));
+        }
+        let text = cut(text);
+        let plugin = &*self.plugin;
+        match level {
+            Level::Trace => tracing::trace!(target: "plugin", plugin, "{text}"),
+            Level::Debug => tracing::debug!(target: "plugin", plugin, "{text}"),
+            Level::Info => tracing::info!(target: "plugin", plugin, "{text}"),
+            Level::Warn => tracing::warn!(target: "plugin", plugin, "{text}"),
+            Level::Error => tracing::error!(target: "plugin", plugin, "{text}"),
+        }
+        Ok(())
+    }
+
+    fn stream_line(&self, stream: Stream, raw: &[u8]) -> Result<(), LogLimitExceeded> {
+        let text = String::from_utf8_lossy(raw);
+        let text = text.trim_end_matches('\r');
+        match stream {
+            Stream::Stdout => self.line(Level::Info, text),
+            Stream::Stderr => {
+                let mut tail = self.stderr_tail.lock().unwrap();
+                if tail.len() == STDERR_TAIL {
+                    tail.pop_front();
+                }
+                tail.push_back(cut(text).to_string());
+                drop(tail);
+                self.line(Level::Warn, text)
+            }
+        }
+    }
+}
+
+fn cut(text: &str) -> &str {
+    if text.len() <= MAX_LINE {
+        return text;
+    }
+    let mut end = MAX_LINE;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+impl log::Host for PluginState {
+    fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
+        for line in message.lines() {
+            self.log.line(level, line)?;
+        }
+        Ok(())
+    }
+}
+
+/// The guest's stdout or stderr: whole lines into [`CallLog`].
+#[derive(Clone)]
+pub struct GuestOutput {
+    log: Arc<CallLog>,
+    stream: Stream,
+}
+
+impl GuestOutput {
+    pub fn stdout(log: Arc<CallLog>) -> Self {
+        Self {
+            log,
+            stream: Stream::Stdout,
+        }
+    }
+
+    pub fn stderr(log: Arc<CallLog>) -> Self {
+        Self {
+            log,
+            stream: Stream::Stderr,
+        }
+    }
+
+    fn writer(&self) -> LineWriter {
+        LineWriter {
+            out: self.clone(),
+            partial: Vec::new(),
+        }
+    }
+}
+
+impl IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for GuestOutput {
+    fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
+        Box::new(self.writer())
+    }
+
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.writer())
+    }
+}
+
+/// Splits written bytes into lines; a partial line is written when the
+/// stream is dropped.
+struct LineWriter {
+    out: GuestOutput,
+    partial: Vec<u8>,
+}
+
+impl LineWriter {
+    fn push(&mut self, mut bytes: &[u8]) -> Result<(), LogLimitExceeded> {
+        while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
+            if self.partial.is_empty() {
+                self.out.log.stream_line(self.out.stream, &bytes[..nl])?;
+            } else {
+                self.partial.extend_from_slice(&bytes[..nl]);
+                let line = std::mem::take(&mut self.partial);
+                self.out.log.stream_line(self.out.stream, &line)?;
+            }
+            bytes = &bytes[nl + 1..];
+        }
+        // Bound the partial line; past MAX_LINE it is written as a line.
+        self.partial.extend_from_slice(bytes);
+        if self.partial.len() > MAX_LINE {
+            let line = std::mem::take(&mut self.partial);
+            self.out.log.stream_line(self.out.stream, &line)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LineWriter {
+    fn drop(&mut self) {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            let _ = self.out.log.stream_line(self.out.stream, &line);
+        }
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for LineWriter {
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for LineWriter {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.push(&bytes)
+            .map_err(|e| StreamError::Trap(wasmtime::Error::msg(e.to_string())))
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(64 * 1024)
+    }
+}
+
+impl AsyncWrite for LineWriter {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(
+            self.push(buf)
+                .map(|()| buf.len())
+                .map_err(std::io::Error::other),
+        )
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

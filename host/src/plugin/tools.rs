@@ -1,0 +1,205 @@
+//! Tool specs: the rules a plugin's `list-tools` answer must follow, and
+//! validation of a call's arguments against the tool's input schema.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::bindings::wasmclaw::plugin::types::ToolSpec;
+use super::error::{ErrorKind, ToolError};
+
+/// Most tools one plugin may offer.
+pub const MAX_TOOLS_PER_PLUGIN: usize = 128;
+/// Longest description kept.
+const MAX_DESCRIPTION: usize = 8 * 1024;
+/// Validation errors named in one message.
+const MAX_REPORTED_ERRORS: usize = 3;
+
+/// A validated tool of a loaded plugin.
+#[derive(Clone, Serialize)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(skip)]
+    validator: Arc<jsonschema::Validator>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("name", &self.name).finish()
+    }
+}
+
+/// Whether the OpenAI and Anthropic APIs accept `name` as a tool name:
+/// `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Checks what `list-tools` returned; the error says which tool and why.
+pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
+    if specs.len() > MAX_TOOLS_PER_PLUGIN {
+        return Err(format!(
+            "list-tools returned {} tools; at most {MAX_TOOLS_PER_PLUGIN} are allowed",
+            specs.len()
+        ));
+    }
+    let mut seen = HashSet::new();
+    let mut tools = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let name = spec.name;
+        if !is_valid_tool_name(&name) {
+            return Err(format!(
+                "tool name {name:?} is not accepted by model APIs: use 1 to 64 of a-z, A-Z, 0-9, '_' and '-'"
+            ));
+        }
+        if !seen.insert(name.clone()) {
+            return Err(format!("tool name {name:?} is listed twice"));
+        }
+        let schema: Value = serde_json::from_str(&spec.input_schema)
+            .map_err(|e| format!("tool {name:?}: input-schema is not valid JSON: {e}"))?;
+        if !schema.is_object() {
+            return Err(format!(
+                "tool {name:?}: input-schema must be a JSON object (a JSON Schema), found {}",
+                json_type(&schema)
+            ));
+        }
+        let validator = jsonschema::validator_for(&schema)
+            .map_err(|e| format!("tool {name:?}: input-schema is not a valid JSON Schema: {e}"))?;
+        let mut description = spec.description;
+        description.truncate(floor_char_boundary(&description, MAX_DESCRIPTION));
+        tools.push(Tool {
+            name,
+            description,
+            input_schema: schema,
+            validator: Arc::new(validator),
+        });
+    }
+    Ok(tools)
+}
+
+impl Tool {
+    /// Parses and validates call arguments; the error names the failing
+    /// fields, for the model to correct.
+    pub fn check_arguments(&self, arguments: &str) -> Result<(), ToolError> {
+        let value: Value = serde_json::from_str(arguments).map_err(|e| {
+            ToolError::new(
+                ErrorKind::InvalidInput,
+                format!("arguments for {} are not valid JSON: {e}", self.name),
+            )
+        })?;
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(&value)
+            .take(MAX_REPORTED_ERRORS)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "invalid arguments for {}: {}",
+                self.name,
+                problems.join("; ")
+            ),
+        ))
+    }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+pub(crate) fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if s.len() <= max {
+        return s.len();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, schema: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: "d".into(),
+            input_schema: schema.into(),
+        }
+    }
+
+    const ADD: &str = r#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}"#;
+
+    #[test]
+    fn tool_names_follow_the_model_api_rule() {
+        assert!(is_valid_tool_name("read_file-2"));
+        assert!(is_valid_tool_name(&"a".repeat(64)));
+        assert!(!is_valid_tool_name(&"a".repeat(65)));
+        assert!(!is_valid_tool_name(""));
+        assert!(!is_valid_tool_name("has space"));
+        assert!(!is_valid_tool_name("dot.ted"));
+    }
+
+    #[test]
+    fn duplicate_and_non_object_schemas_are_refused() {
+        let err = validate_specs(vec![spec("x", ADD), spec("x", ADD)]).unwrap_err();
+        assert_eq!(err, "tool name \"x\" is listed twice");
+        let err = validate_specs(vec![spec("x", "[1]")]).unwrap_err();
+        assert_eq!(
+            err,
+            "tool \"x\": input-schema must be a JSON object (a JSON Schema), found an array"
+        );
+    }
+
+    #[test]
+    fn arguments_are_checked_and_the_field_named() {
+        let tools = validate_specs(vec![spec("add", ADD)]).unwrap();
+        let add = &tools[0];
+        add.check_arguments(r#"{"a":1,"b":2}"#).unwrap();
+        let err = add.check_arguments(r#"{"a":"one","b":2}"#).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidInput);
+        assert_eq!(
+            err.message,
+            r#"invalid arguments for add: /a: "one" is not of type "integer""#
+        );
+        let err = add.check_arguments(r#"{"a":1}"#).unwrap_err();
+        assert_eq!(
+            err.message,
+            r#"invalid arguments for add: "b" is a required property"#
+        );
+        let err = add.check_arguments("{oops").unwrap_err();
+        assert!(
+            err.message
+                .starts_with("arguments for add are not valid JSON: key must be a string"),
+            "{}",
+            err.message
+        );
+    }
+}

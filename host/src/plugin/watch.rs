@@ -1,0 +1,70 @@
+//! Picking up plugin files added, replaced or removed while the host runs.
+//!
+//! File events are debounced: a rescan runs once the directory has been quiet
+//! for [`DEBOUNCE`], so a file still being copied is loaded once, whole.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use super::catalog::{PluginChange, Plugins};
+
+/// How long the directory must be quiet before a rescan.
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// Watches while alive; dropping it stops watching.
+pub struct WatchHandle {
+    _watcher: notify::RecommendedWatcher,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Plugins {
+    /// Starts watching the plugin directory. Each rescan's changes are sent
+    /// to `changes` (if given) as well as logged.
+    pub fn watch(
+        self: &Arc<Self>,
+        changes: Option<mpsc::UnboundedSender<Vec<PluginChange>>>,
+    ) -> Result<WatchHandle> {
+        let dir = self.dir().to_path_buf();
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating the plugin directory {}", dir.display()))?;
+        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if event.is_ok_and(|e| !e.kind.is_access()) {
+                    let _ = tx.send(());
+                }
+            })
+            .context("starting the file watcher")?;
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .with_context(|| format!("watching {}", dir.display()))?;
+
+        let plugins = self.clone();
+        let task = tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                // Wait for quiet.
+                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
+                let changed = plugins.rescan().await;
+                if let Some(out) = &changes
+                    && !changed.is_empty()
+                {
+                    let _ = out.send(changed);
+                }
+            }
+        });
+        Ok(WatchHandle {
+            _watcher: watcher,
+            task,
+        })
+    }
+}

@@ -1,0 +1,152 @@
+//! The `wasmclaw plugins` commands, run as a user runs them.
+
+use std::process::Command;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use wasmclaw_tests::{PluginDir, guest, wasmclaw_bin};
+
+fn wasmclaw(home: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(wasmclaw_bin())
+        .env("WASMCLAW_HOME", home)
+        .env("RUST_LOG", "error")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_says_ok_or_why_not() {
+    let dir = PluginDir::new();
+    let home = dir.scratch("home");
+    let echo = dir.add("echo");
+    let (code, out, _) = wasmclaw(&home, &["plugins", "check", echo.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        format!(
+            "{}: ok (tool-plugin; tools: echo, context, add, fail, log)\n",
+            echo.display()
+        )
+    );
+
+    let core = dir.write("core.wasm", b"\0asm\x01\0\0\0");
+    let (code, out, err) = wasmclaw(&home, &["plugins", "check", core.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        format!(
+            "{}: a core WebAssembly module, not a component: build it as a component (e.g. for the wasm32-wasip2 target) or wrap it with `wasm-tools component new`\n",
+            core.display()
+        )
+    );
+}
+
+#[test]
+fn call_prints_the_result_and_fails_with_the_error() {
+    let dir = PluginDir::new();
+    let home = dir.scratch("home");
+    dir.add("echo");
+    let plugins = dir.path();
+    let plugins = plugins.to_str().unwrap();
+
+    let (code, out, _) = wasmclaw(
+        &home,
+        &[
+            "plugins",
+            "call",
+            "--plugins",
+            plugins,
+            "add",
+            r#"{"a":2,"b":3}"#,
+        ],
+    );
+    assert_eq!((code, out.as_str()), (0, "5\n"));
+
+    let (code, out, _) = wasmclaw(
+        &home,
+        &[
+            "plugins",
+            "call",
+            "--plugins",
+            plugins,
+            "--json",
+            "fail",
+            r#"{"kind":"denied","message":"no"}"#,
+        ],
+    );
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"error": {"kind": "denied", "message": "no", "retryable": false}})
+    );
+
+    let (code, _, err) = wasmclaw(
+        &home,
+        &["plugins", "call", "--plugins", plugins, "add", r#"{"a":2}"#],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "error: invalid-input: invalid arguments for add: \"b\" is a required property\n"
+    );
+}
+
+#[test]
+fn list_json_shows_every_file_and_the_cache_is_keyed_by_content() {
+    let dir = PluginDir::new();
+    let home = dir.scratch("home");
+    dir.add("echo");
+    dir.add("wit_v2");
+    dir.grants("echo", "env = [\"LANG\"]\n[limits]\ntimeout_ms = 1500\n");
+    // The default plugin directory is HOME/plugins.
+    std::fs::rename(dir.path(), home.join("plugins")).unwrap();
+
+    let (code, out, err) = wasmclaw(&home, &["plugins", "list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0]["status"], "ok");
+    assert_eq!(list[0]["name"], "echo");
+    assert_eq!(list[0]["world"], "tool-plugin");
+    assert_eq!(list[0]["tools"][0]["name"], "echo");
+    assert_eq!(
+        list[0]["tools"][0]["input_schema"]["required"],
+        serde_json::json!(["text"])
+    );
+    assert_eq!(list[0]["grants"]["env"], serde_json::json!(["LANG"]));
+    assert_eq!(list[0]["grants"]["limits"]["timeout_ms"], 1500);
+    assert_eq!(list[1]["status"], "error");
+    assert_eq!(list[1]["name"], "wit_v2");
+    assert_eq!(
+        list[1]["error"],
+        "built against wasmclaw:plugin@0.2.0; this host supports 0.1.x; it exports: wasmclaw:plugin/tool@0.2.0"
+    );
+
+    // Compiled code was cached (by a child process) under the file's hash.
+    let digest: String = Sha256::digest(std::fs::read(guest("echo")).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let cached: Vec<String> = std::fs::read_dir(home.join("cache"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        cached
+            .iter()
+            .any(|f| f.starts_with(&format!("{digest}-")) && f.ends_with(".cwasm")),
+        "{cached:?}"
+    );
+    // A second run loads from the cache and agrees.
+    let (code, again, _) = wasmclaw(&home, &["plugins", "list", "--json"]);
+    assert_eq!((code, again), (0, out));
+}

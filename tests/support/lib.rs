@@ -1,0 +1,160 @@
+//! Test support: the guest plugins built by `build.rs`, plugin directories in
+//! temporary folders, one shared runtime, and the `wasmclaw` binary.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use wasmclaw::plugin::cache::Compiler;
+use wasmclaw::plugin::{CallContext, Plugins, Runtime, RuntimeConfig};
+
+/// The built guest `NAME.wasm`.
+pub fn guest(name: &str) -> PathBuf {
+    let path = Path::new(env!("WASMCLAW_GUESTS")).join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// The source folder of an example plugin (holds its grants file).
+pub fn example_src(name: &str) -> PathBuf {
+    Path::new(env!("WASMCLAW_PLUGINS_SRC")).join(name)
+}
+
+/// The repository's `target` folder.
+pub fn target_dir() -> PathBuf {
+    Path::new(env!("WASMCLAW_GUESTS"))
+        .ancestors()
+        .nth(3)
+        .expect("target/guests/wasm32-wasip2/release")
+        .to_path_buf()
+}
+
+/// One runtime for the whole test binary, with a compile cache that outlives
+/// runs (entries are keyed by content, so a stale hit is impossible).
+pub fn runtime() -> Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            Runtime::new(RuntimeConfig {
+                cache_dir: Some(target_dir().join("test-cache")),
+                compiler: Compiler::InProcess,
+                ..RuntimeConfig::default()
+            })
+            .expect("creating the runtime")
+        })
+        .clone()
+}
+
+/// A plugin directory in a temporary folder.
+pub struct PluginDir {
+    root: TempDir,
+}
+
+impl Default for PluginDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PluginDir {
+    pub fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("plugins")).unwrap();
+        Self { root }
+    }
+
+    /// The plugin directory.
+    pub fn path(&self) -> PathBuf {
+        self.root.path().join("plugins")
+    }
+
+    /// A scratch folder beside the plugin directory.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let p = self.root.path().join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    /// Copies guest `name` in as `as_name.wasm`.
+    pub fn add_as(&self, name: &str, as_name: &str) -> PathBuf {
+        let to = self.path().join(format!("{as_name}.wasm"));
+        std::fs::copy(guest(name), &to).unwrap();
+        to
+    }
+
+    pub fn add(&self, name: &str) -> PathBuf {
+        self.add_as(name, name)
+    }
+
+    /// Writes raw bytes as `file`.
+    pub fn write(&self, file: &str, bytes: &[u8]) -> PathBuf {
+        let to = self.path().join(file);
+        std::fs::write(&to, bytes).unwrap();
+        to
+    }
+
+    /// Writes the grants file of plugin `name`.
+    pub fn grants(&self, name: &str, toml: &str) {
+        self.write(&format!("{name}.toml"), toml.as_bytes());
+    }
+
+    pub async fn load(&self) -> Arc<Plugins> {
+        Plugins::load_dir(runtime(), self.path()).await
+    }
+}
+
+/// A call context as a turn would pass it.
+pub fn ctx() -> CallContext {
+    CallContext {
+        session_key: "test-session".into(),
+        turn_id: "turn-1".into(),
+        parent_turn_id: None,
+        depth: 0,
+        call_id: "call-1".into(),
+        deadline: None,
+    }
+}
+
+/// The error text of plugin file `name` in the current catalog.
+pub fn load_error(plugins: &Plugins, name: &str) -> String {
+    let catalog = plugins.catalog();
+    let status = catalog
+        .plugins
+        .iter()
+        .find(|s| s.name() == name)
+        .unwrap_or_else(|| panic!("no plugin file named {name}"));
+    match status {
+        wasmclaw::plugin::PluginStatus::Failed { error, .. } => error.clone(),
+        wasmclaw::plugin::PluginStatus::Loaded(_) => panic!("{name} loaded, expected an error"),
+    }
+}
+
+/// Polls `check` until it is true or `timeout` passes.
+pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
+
+/// The `wasmclaw` binary of this build (`cargo build -p wasmclaw` first; the
+/// README's test command does).
+pub fn wasmclaw_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("wasmclaw"))
+        .unwrap();
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build -p wasmclaw` before the tests",
+        bin.display()
+    );
+    bin
+}
