@@ -53,6 +53,10 @@ fn watch_workspace(workspace: &Path) {
     for entry in entries.flatten() {
         let member = entry.path();
         if !member.join("Cargo.toml").exists() {
+            // Shared sources (e.g. fixtures/filler), never a target folder.
+            if member.is_dir() && entry.file_name() != "target" {
+                println!("cargo:rerun-if-changed={}", member.display());
+            }
             continue;
         }
         for part in ["Cargo.toml", "src", "wit"] {

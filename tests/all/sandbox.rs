@@ -49,6 +49,42 @@ async fn an_infinite_loop_is_stopped_at_its_time_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_guest_waiting_in_a_host_call_is_stopped_at_its_time_limit() {
+    let (_dir, plugins) = hostile("[limits]\ntimeout_ms = 300\n").await;
+    let started = Instant::now();
+    let err = plugins
+        .call(&ctx(), "sleep", r#"{"ms":60000}"#)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ToolError::new(
+            ErrorKind::Timeout,
+            "plugin 'hostile' did not finish within its time limit of 300 ms and was stopped"
+        )
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    echo_still_works(&plugins).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outer_deadline_shortens_the_call() {
+    let (_dir, plugins) = hostile("").await;
+    let mut context = ctx();
+    context.deadline = Some(Instant::now() + Duration::from_millis(200));
+    let err = plugins.call(&context, "spin", "{}").await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout);
+    // The turn's deadline, not the plugin's 30 s, bounded the call.
+    let ms: u64 = err
+        .message
+        .strip_prefix("plugin 'hostile' did not finish within its time limit of ")
+        .and_then(|rest| rest.strip_suffix(" ms and was stopped"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", err.message));
+    assert!((100..=200).contains(&ms), "{ms}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn allocating_a_gib_breaks_the_memory_limit() {
     let (_dir, plugins) = hostile("").await;
     let err = plugins

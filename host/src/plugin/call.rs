@@ -7,7 +7,7 @@ use super::bindings::wasmclaw::plugin::types as wit;
 use super::error::{ErrorKind, ToolError};
 use super::grants::Limits;
 use super::loader::{Plugin, root_cause_wasm};
-use super::sandbox::{Breach, Capabilities, PluginState, new_store};
+use super::sandbox::{Breach, Capabilities, PluginState, new_store, until_deadline};
 use super::tools::floor_char_boundary;
 
 /// Who is calling: passed to the plugin as its `call-context`.
@@ -59,15 +59,14 @@ impl Plugin {
             call_id: ctx.call_id.clone(),
             deadline_ms: unix_ms(deadline),
         };
-        let outcome = match self.pre.instantiate_async(&mut store).await {
-            Ok(instance) => {
-                instance
-                    .wasmclaw_plugin_tool()
-                    .call_call_tool(&mut store, &wit_ctx, tool, &arguments.to_string())
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let outcome = until_deadline(&mut store, async |store| {
+            let instance = self.pre.instantiate_async(&mut *store).await?;
+            instance
+                .wasmclaw_plugin_tool()
+                .call_call_tool(&mut *store, &wit_ctx, tool, &arguments.to_string())
+                .await
+        })
+        .await;
         match outcome {
             Ok(Ok(output)) => {
                 if output.len() > limits.output_bytes {
@@ -111,7 +110,7 @@ pub(super) fn describe_failure(
     match state.breach() {
         Some(Breach::Deadline) => format!(
             "plugin '{plugin}' did not finish within its time limit of {} and was stopped",
-            duration(limits.timeout)
+            duration(state.timeout)
         ),
         Some(Breach::Memory) => format!(
             "plugin '{plugin}' exceeded its memory limit of {} and was stopped",
@@ -154,12 +153,13 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
-/// `30 s`, `250 ms`.
+/// `30 s`, `250 ms` (to the nearest millisecond).
 pub fn duration(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
-        format!("{} s", d.as_secs())
+    let ms = (d.as_micros() + 500) / 1000;
+    if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
     } else {
-        format!("{} ms", d.as_millis())
+        format!("{ms} ms")
     }
 }
 

@@ -20,7 +20,7 @@ use super::cache::CacheOutcome;
 use super::call::describe_failure;
 use super::engine::Runtime;
 use super::grants::Grants;
-use super::sandbox::{Capabilities, new_store};
+use super::sandbox::{Capabilities, new_store, until_deadline};
 use super::tools::{Tool, validate_specs};
 
 /// The world a plugin implements.
@@ -122,18 +122,25 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
                 describe_failure(&name, store.data(), &grants.limits, &e)
             )
         };
-        let instance = match pre.instance_pre().instantiate_async(&mut store).await {
+        let instance = match until_deadline(&mut store, async |store| {
+            pre.instance_pre().instantiate_async(&mut *store).await
+        })
+        .await
+        {
             Ok(instance) => instance,
             Err(e) => return Err(failed(&store, "instantiation", e)),
         };
         check_signatures(&component, &instance, &mut store)?;
         let bindings = ToolPlugin::new(&mut store, &instance)
             .map_err(|e| format!("cannot bind its exports: {}", root_cause_wasm(&e)))?;
-        match bindings
-            .wasmclaw_plugin_tool()
-            .call_list_tools(&mut store)
-            .await
-        {
+        let listed = until_deadline(&mut store, async |store| {
+            bindings
+                .wasmclaw_plugin_tool()
+                .call_list_tools(&mut *store)
+                .await
+        })
+        .await;
+        match listed {
             Ok(specs) => specs,
             Err(e) => return Err(failed(&store, "list-tools", e)),
         }

@@ -7,7 +7,7 @@
 //! which one in plain words instead of "wasm trap".
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use wasmtime::component::ResourceTable;
@@ -27,6 +27,9 @@ pub struct PluginState {
     limiter: MemoryLimiter,
     pub(super) log: Arc<CallLog>,
     deadline: Instant,
+    /// The time the call was given (to the earlier of its limit and an outer
+    /// deadline), for messages.
+    pub(super) timeout: Duration,
     timed_out: bool,
 }
 
@@ -111,6 +114,7 @@ pub fn new_store(
         limiter: MemoryLimiter::new(limits.memory_bytes),
         log,
         deadline,
+        timeout: deadline.saturating_duration_since(Instant::now()),
         timed_out: false,
     };
     let mut store = Store::new(engine, state);
@@ -126,6 +130,24 @@ pub fn new_store(
         Ok(UpdateDeadline::Yield(1))
     });
     Ok(store)
+}
+
+/// Runs `call` (instantiation and the calls into the instance) until the
+/// store's deadline. The epoch callback stops a guest that computes past it;
+/// this stops one that waits past it inside a host call (a WASI sleep or
+/// poll), by dropping the call, which unwinds the guest's stack.
+pub async fn until_deadline<T>(
+    store: &mut Store<PluginState>,
+    call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
+) -> wasmtime::Result<T> {
+    let deadline = store.data().deadline;
+    match tokio::time::timeout_at(deadline.into(), call(store)).await {
+        Ok(result) => result,
+        Err(_) => {
+            store.data_mut().timed_out = true;
+            Err(wasmtime::Error::msg("deadline exceeded"))
+        }
+    }
 }
 
 /// Caps the linear memory of all memories of one instance together.

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The offline demo: builds wasmclaw and the example plugins, installs them in
+# a demo home folder (target/demo) as an operator would, and uses them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release -p wasmclaw
+cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir target/guests
+
+home="$PWD/target/demo"
+rm -rf "$home"
+mkdir -p "$home/plugins" "$home/workspace"
+for p in calculator files text time; do
+  cp "target/guests/wasm32-wasip2/release/$p.wasm" "plugins/$p/$p.toml" "$home/plugins/"
+done
+export WASMCLAW_HOME="$home"
+
+step() { printf '\n\033[1m$ wasmclaw %s\033[0m\n' "$*"; ./target/release/wasmclaw "$@" || true; }
+
+step plugins list
+step plugins call calculate '{"expression":"(1 + 2) * 3 ^ 2 - sqrt(16)"}'
+step plugins call write_file '{"path":"notes/todo.md","content":"- water the plants\n- call Ada\n"}'
+step plugins call read_file '{"path":"notes/todo.md"}'
+step plugins call search_files '{"pattern":"Ada"}'
+step plugins call regex_replace '{"text":"call Ada at 10:30","pattern":"(\\d+):(\\d+)","replacement":"$1h$2"}'
+step plugins call date_diff '{"from":"2024-02-01","to":"2025-03-15"}'
+
+printf '\n\033[1m# The sandbox: files outside the grant, bad arguments, a broken plugin\033[0m\n'
+step plugins call read_file '{"path":"../../etc/passwd"}'
+step plugins call calculate '{"expr":"1+1"}'
+printf '\0asm\1\0\0\0' > "$home/plugins/broken.wasm"
+step plugins check "$home/plugins/broken.wasm"
+step plugins list
