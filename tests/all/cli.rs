@@ -30,7 +30,7 @@ fn check_says_ok_or_why_not() {
     assert_eq!(
         out,
         format!(
-            "{}: ok (tool-plugin; tools: echo, context, add, fail, log)\n",
+            "{}: ok (tool-plugin; tools: echo, context, add, fail, log, count)\n",
             echo.display()
         )
     );
@@ -146,7 +146,16 @@ fn list_json_shows_every_file_and_the_cache_is_keyed_by_content() {
             .any(|f| f.starts_with(&format!("{digest}-")) && f.ends_with(".cwasm")),
         "{cached:?}"
     );
-    // A second run loads from the cache and agrees.
+    // A second run loads from the cache (the entries are not rewritten) and agrees.
+    let stamps = || -> Vec<std::time::SystemTime> {
+        std::fs::read_dir(home.join("cache"))
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())
+            .collect()
+    };
+    let before = stamps();
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let (code, again, _) = wasmclaw(&home, &["plugins", "list", "--json"]);
     assert_eq!((code, again), (0, out));
+    assert_eq!(stamps(), before);
 }

@@ -31,7 +31,7 @@ async fn add_replace_and_remove_while_running() {
         changes,
         [PluginChange::Loaded {
             name: "echo".into(),
-            tools: ["echo", "context", "add", "fail", "log"]
+            tools: ["echo", "context", "add", "fail", "log", "count"]
                 .map(String::from)
                 .to_vec(),
         }]
@@ -44,7 +44,7 @@ async fn add_replace_and_remove_while_running() {
     // Replaced while a call runs: the call finishes on the old version.
     let in_flight = {
         let plugins = plugins.clone();
-        tokio::spawn(async move { plugins.call(&ctx(), "sleep", r#"{"ms":1500}"#).await })
+        tokio::spawn(async move { plugins.call(&ctx(), "sleep", r#"{"ms":4000}"#).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Write the new version beside and rename it in, as an installer would.
@@ -59,6 +59,10 @@ async fn add_replace_and_remove_while_running() {
         "{changes:?}"
     );
     assert!(plugins.catalog().tool("sleep").is_none());
+    assert!(
+        !in_flight.is_finished(),
+        "the reload came after the call ended"
+    );
     assert_eq!(in_flight.await.unwrap(), Ok("slept".to_string()));
 
     // Removed.

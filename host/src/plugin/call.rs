@@ -6,9 +6,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::error::{ErrorKind, ToolError};
 use super::grants::Limits;
-use super::loader::{Plugin, root_cause_wasm};
-use super::sandbox::{Breach, Capabilities, PluginState, new_store, until_deadline};
-use super::tools::floor_char_boundary;
+use super::loader::{Plugin, wasm_error_chain};
+use super::sandbox::{Breach, Capabilities, Deadline, PluginState, new_store, until_deadline};
 
 /// Who is calling: passed to the plugin as its `call-context`.
 #[derive(Debug, Clone, Default)]
@@ -33,13 +32,9 @@ impl Plugin {
         arguments: &str,
     ) -> Result<String, ToolError> {
         let limits = &self.grants.limits;
-        let now = Instant::now();
-        let deadline = match ctx.deadline {
-            Some(d) => d.min(now + limits.timeout),
-            None => now + limits.timeout,
-        };
+        let deadline = Deadline::new(limits.timeout, ctx.deadline);
         let mut store = new_store(
-            &self.engine,
+            self.runtime.engine(),
             &self.name,
             limits,
             Capabilities::Granted(&self.grants),
@@ -57,7 +52,7 @@ impl Plugin {
             parent_turn_id: ctx.parent_turn_id.clone(),
             depth: ctx.depth,
             call_id: ctx.call_id.clone(),
-            deadline_ms: unix_ms(deadline),
+            deadline_ms: unix_ms(deadline.at),
         };
         let outcome = until_deadline(&mut store, async |store| {
             let instance = self.pre.instantiate_async(&mut *store).await?;
@@ -85,7 +80,7 @@ impl Plugin {
             Ok(Err(e)) => {
                 let mut e = ToolError::from(e);
                 e.message
-                    .truncate(floor_char_boundary(&e.message, limits.output_bytes));
+                    .truncate(e.message.floor_char_boundary(limits.output_bytes));
                 Err(e)
             }
             Err(trap) => Err(ToolError {
@@ -94,7 +89,7 @@ impl Plugin {
                     _ => ErrorKind::Internal,
                 },
                 message: describe_failure(&self.name, store.data(), limits, &trap),
-                retryable: false,
+                retryable: is_pool_exhausted(&trap),
             }),
         }
     }
@@ -107,10 +102,19 @@ pub(super) fn describe_failure(
     limits: &Limits,
     error: &wasmtime::Error,
 ) -> String {
+    if is_pool_exhausted(error) {
+        return format!(
+            "plugin '{plugin}' could not start: the host is running as many plugin instances as it allows; try again shortly"
+        );
+    }
     match state.breach() {
+        Some(Breach::Deadline) if state.deadline.from_turn => format!(
+            "plugin '{plugin}' did not finish before its turn's deadline ({}) and was stopped",
+            duration(state.deadline.timeout)
+        ),
         Some(Breach::Deadline) => format!(
             "plugin '{plugin}' did not finish within its time limit of {} and was stopped",
-            duration(state.timeout)
+            duration(state.deadline.timeout)
         ),
         Some(Breach::Memory) => format!(
             "plugin '{plugin}' exceeded its memory limit of {} and was stopped",
@@ -126,7 +130,7 @@ pub(super) fn describe_failure(
                     .to_string()
                     .trim_start_matches("wasm trap: ")
                     .to_string(),
-                None => root_cause_wasm(error),
+                None => wasm_error_chain(error),
             };
             let tail = state.log.stderr_tail();
             if tail.is_empty() {
@@ -141,14 +145,21 @@ pub(super) fn describe_failure(
     }
 }
 
-/// `64 MiB`, `1.5 MiB`, `2 KiB`, `2000 bytes`: exact below a MiB.
+/// Whether instantiation failed because the instance pool is full: the
+/// host is busy, the plugin is fine.
+fn is_pool_exhausted(error: &wasmtime::Error) -> bool {
+    error
+        .chain()
+        .any(|c| c.is::<wasmtime::PoolConcurrencyLimitError>())
+}
+
+/// `64 MiB`, `2 KiB`, `2000 bytes`: exact, in the largest whole unit.
 pub fn size(bytes: u64) -> String {
     const KIB: u64 = 1024;
     const MIB: u64 = KIB * 1024;
     match bytes {
-        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
-        b if b >= MIB => format!("{:.1} MiB", b as f64 / MIB as f64),
-        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b if b >= MIB && b.is_multiple_of(MIB) => format!("{} MiB", b / MIB),
+        b if b >= KIB && b.is_multiple_of(KIB) => format!("{} KiB", b / KIB),
         b => format!("{b} bytes"),
     }
 }
@@ -156,7 +167,7 @@ pub fn size(bytes: u64) -> String {
 /// `30 s`, `250 ms` (to the nearest millisecond).
 pub fn duration(d: Duration) -> String {
     let ms = (d.as_micros() + 500) / 1000;
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{ms} ms")
@@ -179,7 +190,8 @@ mod tests {
         assert_eq!(size(64 << 20), "64 MiB");
         assert_eq!(size(100 << 20), "100 MiB");
         assert_eq!(size(1536), "1536 bytes");
-        assert_eq!(size(3 << 19), "1.5 MiB");
+        assert_eq!(size((1 << 20) + 1), "1048577 bytes");
+        assert_eq!(size(3 << 19), "1536 KiB");
         assert_eq!(size(12), "12 bytes");
         assert_eq!(duration(Duration::from_secs(30)), "30 s");
         assert_eq!(duration(Duration::from_millis(250)), "250 ms");

@@ -140,9 +140,13 @@ pub enum PluginChange {
     },
 }
 
-/// The file's identity for change detection: size and modification time of
-/// the component and of its grants file.
-type Fingerprint = (Option<(u64, SystemTime)>, Option<(u64, SystemTime)>);
+/// A file's identity for change detection: device, inode, size, and the
+/// modification and change times (a rename-into-place or a `cp -p` keeps the
+/// mtime but not the inode or ctime).
+type FileId = (u64, u64, u64, SystemTime, i64, i64);
+
+/// The component's and its grants file's identities.
+type Fingerprint = (Option<FileId>, Option<FileId>);
 
 struct FileEntry {
     fingerprint: Fingerprint,
@@ -228,7 +232,9 @@ impl Plugins {
             let fingerprint = fingerprint(path);
             if files
                 .get(path)
-                .is_some_and(|e| e.fingerprint == fingerprint)
+                // A failure is retried: its cause (a directory the grants
+                // name, a full disk) may be gone without the file changing.
+                .is_some_and(|e| e.fingerprint == fingerprint && e.result.is_ok())
             {
                 continue;
             }
@@ -284,10 +290,18 @@ fn list_wasm_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn fingerprint(wasm: &Path) -> Fingerprint {
+    use std::os::unix::fs::MetadataExt;
     let stat = |p: &Path| {
-        std::fs::metadata(p)
-            .ok()
-            .map(|m| (m.len(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+        std::fs::metadata(p).ok().map(|m| {
+            (
+                m.dev(),
+                m.ino(),
+                m.len(),
+                m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                m.ctime(),
+                m.ctime_nsec(),
+            )
+        })
     };
     (stat(wasm), stat(&Grants::sidecar_of(wasm)))
 }

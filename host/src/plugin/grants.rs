@@ -122,11 +122,13 @@ impl Grants {
     }
 
     /// Reads the sidecar of `wasm`; no sidecar means no capabilities.
-    /// Errors name the file, the field and what was expected.
-    pub fn for_plugin(wasm: &Path) -> Result<Grants, String> {
+    /// Errors name the file, the field and what was expected. No directory
+    /// grant may overlap `protected` (the host's own folders: a plugin that
+    /// could write there could grant itself anything).
+    pub fn for_plugin(wasm: &Path, protected: &[PathBuf]) -> Result<Grants, String> {
         let sidecar = Self::sidecar_of(wasm);
         match std::fs::read_to_string(&sidecar) {
-            Ok(text) => Self::parse(&text, &sidecar),
+            Ok(text) => Self::parse(&text, &sidecar, protected),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants::default()),
             Err(e) => Err(format!("{}: cannot read: {e}", sidecar.display())),
         }
@@ -134,7 +136,7 @@ impl Grants {
 
     /// Parses and resolves a grants file; relative directory paths are taken
     /// from the file's folder.
-    pub fn parse(text: &str, file: &Path) -> Result<Grants, String> {
+    pub fn parse(text: &str, file: &Path, protected: &[PathBuf]) -> Result<Grants, String> {
         let at = |msg: String| format!("{}: {msg}", file.display());
         let toml: GrantsToml = toml::from_str(text).map_err(|e| at(toml_error(&e)))?;
         let base = file.parent().unwrap_or(Path::new("."));
@@ -168,6 +170,27 @@ impl Grants {
                 return Err(at(format!(
                     "{field}.host: {} is not a directory",
                     host.display()
+                )));
+            }
+            let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+            for own in protected.iter().filter_map(|p| p.canonicalize().ok()) {
+                if overlaps(&host, &own) {
+                    return Err(at(format!(
+                        "{field}.host: {} overlaps wasmclaw's own folder {}; grant a directory outside it",
+                        host.display(),
+                        own.display()
+                    )));
+                }
+            }
+            if let Some((j, other)) = dirs
+                .iter()
+                .enumerate()
+                .find(|(_, d): &(usize, &DirGrant)| overlaps(&host, &d.host))
+            {
+                return Err(at(format!(
+                    "{field}.host: {} overlaps dirs[{j}].host ({}); granted directories must not nest",
+                    host.display(),
+                    other.host.display()
                 )));
             }
             dirs.push(DirGrant {
@@ -241,7 +264,46 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Grants, String> {
-        Grants::parse(text, Path::new("/plugins/demo.toml"))
+        Grants::parse(text, Path::new("/plugins/demo.toml"), &[])
+    }
+
+    fn dir_grant(host: &Path, guest: &str) -> String {
+        format!("[[dirs]]\nhost = {host:?}\nguest = \"{guest}\"\nmode = \"read-write\"\n")
+    }
+
+    #[test]
+    fn grants_must_not_nest_or_reach_the_hosts_own_folders() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        std::fs::create_dir_all(data.join("inner")).unwrap();
+        let data = data.canonicalize().unwrap();
+        let text = dir_grant(&data, "/d") + &dir_grant(&data.join("inner"), "/i");
+        let err = parse(&text).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "/plugins/demo.toml: dirs[1].host: {}/inner overlaps dirs[0].host ({}); granted directories must not nest",
+                data.display(),
+                data.display()
+            )
+        );
+
+        // The plugin directory (or anything above it) is never granted.
+        let plugins = data.join("inner");
+        let err = Grants::parse(
+            &dir_grant(&data, "/d"),
+            Path::new("/p/demo.toml"),
+            &[plugins.clone()],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "/p/demo.toml: dirs[0].host: {} overlaps wasmclaw's own folder {}; grant a directory outside it",
+                data.display(),
+                plugins.display()
+            )
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use serde::Serialize;
 use wasmtime::component::Component;
@@ -20,8 +20,12 @@ use super::cache::CacheOutcome;
 use super::call::describe_failure;
 use super::engine::Runtime;
 use super::grants::Grants;
-use super::sandbox::{Capabilities, new_store, until_deadline};
+use super::sandbox::{Capabilities, Deadline, new_store, until_deadline};
 use super::tools::{Tool, validate_specs};
+
+/// The most time instantiation plus `list-tools` may take at load, whatever
+/// the plugin's own limit: one slow plugin must not hold up the others.
+const LIST_TOOLS_TIME: Duration = Duration::from_secs(10);
 
 /// The world a plugin implements.
 pub const TOOL_WORLD: &str = "tool-plugin";
@@ -35,7 +39,8 @@ pub struct Plugin {
     pub tools: Vec<Tool>,
     pub grants: Grants,
     pub cache: CacheOutcome,
-    pub(super) engine: wasmtime::Engine,
+    /// Keeps the engine and its epoch ticker alive while the plugin is.
+    pub(super) runtime: Runtime,
     pub(super) pre: ToolPluginPre<super::sandbox::PluginState>,
 }
 
@@ -84,14 +89,16 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
     let name: Arc<str> = plugin_name(path).into();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read the file: {e}"))?;
     check_header(&bytes)?;
-    let grants = Grants::for_plugin(path)?;
+    let mut protected = runtime.protected_dirs().to_vec();
+    protected.extend(path.parent().map(Path::to_path_buf));
+    let grants = Grants::for_plugin(path, &protected)?;
 
     let rt = runtime.clone();
     let (component, cache) =
         tokio::task::spawn_blocking(move || rt.cache().load(rt.engine(), &bytes))
             .await
             .map_err(|e| format!("compilation failed: {e}"))?
-            .map_err(|e| format!("not a valid component: {}", root_cause(&e)))?;
+            .map_err(|e| format!("cannot be compiled: {}", error_chain(&e)))?;
 
     check_exports(runtime, &component)?;
     check_imports(runtime, &component)?;
@@ -102,12 +109,12 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
     let pre = ToolPluginPre::new(instance_pre).map_err(|e| {
         format!(
             "its exports do not match {TOOL_EXPORT} (a function's signature differs from this host's WIT): {}",
-            root_cause_wasm(&e)
+            wasm_error_chain(&e)
         )
     })?;
 
     let specs = {
-        let deadline = Instant::now() + grants.limits.timeout;
+        let deadline = Deadline::new(grants.limits.timeout.min(LIST_TOOLS_TIME), None);
         let mut store = new_store(
             runtime.engine(),
             &name,
@@ -132,7 +139,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         };
         check_signatures(&component, &instance, &mut store)?;
         let bindings = ToolPlugin::new(&mut store, &instance)
-            .map_err(|e| format!("cannot bind its exports: {}", root_cause_wasm(&e)))?;
+            .map_err(|e| format!("cannot bind its exports: {}", wasm_error_chain(&e)))?;
         let listed = until_deadline(&mut store, async |store| {
             bindings
                 .wasmclaw_plugin_tool()
@@ -154,7 +161,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         tools,
         grants,
         cache,
-        engine: runtime.engine().clone(),
+        runtime: runtime.clone(),
         pre,
     })
 }
@@ -283,25 +290,21 @@ fn check_imports(runtime: &Runtime, component: &Component) -> Result<(), String>
     ))
 }
 
-/// The component imports something the host does not provide.
+/// Linking failed although every import is provided: one of them has
+/// another type than the host's.
 fn link_error(e: &wasmtime::Error) -> String {
-    let cause = root_cause_wasm(e);
-    let hint = if cause.contains("@0.3") {
-        " (WASI 0.3 is not supported yet; build against WASI 0.2)"
-    } else {
-        ""
-    };
     format!(
-        "it imports something this host does not provide{hint}: {cause}; this host provides WASI 0.2 and {WIT_PACKAGE}/log@{WIT_VERSION}"
+        "an import does not match what this host provides (was it built against a changed copy of the WIT?): {}",
+        wasm_error_chain(e)
     )
 }
 
-pub(super) fn root_cause_wasm(e: &wasmtime::Error) -> String {
+pub(super) fn wasm_error_chain(e: &wasmtime::Error) -> String {
     let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
     chain.join(": ")
 }
 
-fn root_cause(e: &anyhow::Error) -> String {
+fn error_chain(e: &anyhow::Error) -> String {
     e.chain()
         .map(|c| c.to_string())
         .collect::<Vec<_>>()

@@ -39,12 +39,15 @@ pub struct CallLog {
     used: AtomicU32,
     breached: AtomicBool,
     stderr_tail: Mutex<VecDeque<String>>,
+    /// The unfinished last line of stdout and of stderr. Kept here, not per
+    /// stream handle, so a guest that opens many handles holds one buffer.
+    partial: [Mutex<Vec<u8>>; 2],
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Stream {
-    Stdout,
-    Stderr,
+    Stdout = 0,
+    Stderr = 1,
 }
 
 impl CallLog {
@@ -55,6 +58,7 @@ impl CallLog {
             used: AtomicU32::new(0),
             breached: AtomicBool::new(false),
             stderr_tail: Mutex::new(VecDeque::new()),
+            partial: Default::default(),
         }
     }
 
@@ -109,14 +113,7 @@ impl CallLog {
 }
 
 fn cut(text: &str) -> &str {
-    if text.len() <= MAX_LINE {
-        return text;
-    }
-    let mut end = MAX_LINE;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(MAX_LINE)]
 }
 
 impl log::Host for PluginState {
@@ -151,10 +148,7 @@ impl GuestOutput {
     }
 
     fn writer(&self) -> LineWriter {
-        LineWriter {
-            out: self.clone(),
-            partial: Vec::new(),
-        }
+        LineWriter { out: self.clone() }
     }
 }
 
@@ -174,40 +168,40 @@ impl StdoutStream for GuestOutput {
     }
 }
 
-/// Splits written bytes into lines; a partial line is written when the
-/// stream is dropped.
+/// A handle on stdout or stderr: splits written bytes into lines.
 struct LineWriter {
     out: GuestOutput,
-    partial: Vec<u8>,
 }
 
 impl LineWriter {
     fn push(&mut self, mut bytes: &[u8]) -> Result<(), LogLimitExceeded> {
+        let log = &self.out.log;
+        let stream = self.out.stream;
+        let mut partial = log.partial[stream as usize].lock().unwrap();
         while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
-            if self.partial.is_empty() {
-                self.out.log.stream_line(self.out.stream, &bytes[..nl])?;
-            } else {
-                self.partial.extend_from_slice(&bytes[..nl]);
-                let line = std::mem::take(&mut self.partial);
-                self.out.log.stream_line(self.out.stream, &line)?;
-            }
+            partial.extend_from_slice(&bytes[..nl]);
+            let line = std::mem::take(&mut *partial);
+            log.stream_line(stream, &line)?;
             bytes = &bytes[nl + 1..];
         }
-        // Bound the partial line; past MAX_LINE it is written as a line.
-        self.partial.extend_from_slice(bytes);
-        if self.partial.len() > MAX_LINE {
-            let line = std::mem::take(&mut self.partial);
-            self.out.log.stream_line(self.out.stream, &line)?;
+        // Bound the unfinished line; past MAX_LINE it is written as a line.
+        partial.extend_from_slice(bytes);
+        if partial.len() > MAX_LINE {
+            let line = std::mem::take(&mut *partial);
+            log.stream_line(stream, &line)?;
         }
         Ok(())
     }
 }
 
-impl Drop for LineWriter {
+impl Drop for CallLog {
+    /// The guest's unfinished last lines are written when the call ends.
     fn drop(&mut self) {
-        if !self.partial.is_empty() {
-            let line = std::mem::take(&mut self.partial);
-            let _ = self.out.log.stream_line(self.out.stream, &line);
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            let line = std::mem::take(self.partial[stream as usize].get_mut().unwrap());
+            if !line.is_empty() {
+                let _ = self.stream_line(stream, &line);
+            }
         }
     }
 }

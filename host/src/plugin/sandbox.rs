@@ -17,20 +17,44 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::grants::{DirMode, Grants, Limits};
 use super::output::{CallLog, GuestOutput};
 
-/// Most table elements an instance may have.
-const MAX_TABLE_ELEMENTS: usize = 1 << 20;
-
 /// The data of one call's store.
 pub struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryLimiter,
     pub(super) log: Arc<CallLog>,
-    deadline: Instant,
-    /// The time the call was given (to the earlier of its limit and an outer
-    /// deadline), for messages.
-    pub(super) timeout: Duration,
+    pub(super) deadline: Deadline,
     timed_out: bool,
+}
+
+/// When a call is stopped, and which bound set that.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    pub at: Instant,
+    /// The time the call was given.
+    pub timeout: Duration,
+    /// Whether an outer deadline (the turn's) was earlier than the plugin's
+    /// own time limit.
+    pub from_turn: bool,
+}
+
+impl Deadline {
+    /// The earlier of `now + limit` and `outer`.
+    pub fn new(limit: Duration, outer: Option<Instant>) -> Self {
+        let now = Instant::now();
+        match outer {
+            Some(outer) if outer < now + limit => Deadline {
+                at: outer,
+                timeout: outer.saturating_duration_since(now),
+                from_turn: true,
+            },
+            _ => Deadline {
+                at: now + limit,
+                timeout: limit,
+                from_turn: false,
+            },
+        }
+    }
 }
 
 impl WasiView for PluginState {
@@ -76,13 +100,17 @@ pub enum Capabilities<'a> {
     Granted(&'a Grants),
 }
 
+/// Most WASI resources (open files, streams, pollables) one call may hold;
+/// each costs host memory that the guest's memory limit does not count.
+const MAX_RESOURCES: usize = 4096;
+
 /// A fresh store for one call of `plugin`, stopped at `deadline`.
 pub fn new_store(
     engine: &Engine,
     plugin: &Arc<str>,
     limits: &Limits,
     caps: Capabilities<'_>,
-    deadline: Instant,
+    deadline: Deadline,
 ) -> Result<Store<PluginState>> {
     let log = Arc::new(CallLog::new(plugin.clone(), limits.log_lines));
     let mut wasi = WasiCtxBuilder::new();
@@ -98,6 +126,15 @@ pub fn new_store(
             }
         }
         for dir in &grants.dirs {
+            // The grant was resolved at load; a directory swapped for a
+            // symlink since then must not widen it.
+            let now = dir.host.canonicalize().ok();
+            if now.as_deref() != Some(dir.host.as_path()) {
+                anyhow::bail!(
+                    "granted directory {} no longer resolves to itself (moved, removed or replaced by a link)",
+                    dir.host.display()
+                );
+            }
             let perms = match dir.mode {
                 DirMode::ReadOnly => FsPerms::ReadOnly,
                 DirMode::ReadWrite => FsPerms::ReadWrite,
@@ -110,11 +147,14 @@ pub fn new_store(
 
     let state = PluginState {
         wasi: wasi.build(),
-        table: ResourceTable::new(),
+        table: {
+            let mut table = ResourceTable::new();
+            table.set_max_capacity(MAX_RESOURCES);
+            table
+        },
         limiter: MemoryLimiter::new(limits.memory_bytes),
         log,
         deadline,
-        timeout: deadline.saturating_duration_since(Instant::now()),
         timed_out: false,
     };
     let mut store = Store::new(engine, state);
@@ -122,7 +162,7 @@ pub fn new_store(
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut cx| {
         let state = cx.data_mut();
-        if Instant::now() >= state.deadline {
+        if Instant::now() >= state.deadline.at {
             state.timed_out = true;
             return Err(wasmtime::Error::msg("deadline exceeded"));
         }
@@ -140,7 +180,7 @@ pub async fn until_deadline<T>(
     store: &mut Store<PluginState>,
     call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
 ) -> wasmtime::Result<T> {
-    let deadline = store.data().deadline;
+    let deadline = store.data().deadline.at;
     match tokio::time::timeout_at(deadline.into(), call(store)).await {
         Ok(result) => result,
         Err(_) => {
@@ -154,6 +194,8 @@ pub async fn until_deadline<T>(
 struct MemoryLimiter {
     limit: u64,
     used: u64,
+    /// Growth granted by `memory_growing` but not yet known to have happened.
+    pending: u64,
     breached: bool,
 }
 
@@ -162,6 +204,7 @@ impl MemoryLimiter {
         Self {
             limit,
             used: 0,
+            pending: 0,
             breached: false,
         }
     }
@@ -174,8 +217,8 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let grow = (desired - current) as u64;
-        if self.used + grow > self.limit {
+        let grow = desired.saturating_sub(current) as u64;
+        if self.used.saturating_add(grow) > self.limit {
             // Stop the guest here rather than hand it a failed allocation that
             // some languages would swallow and some would turn into a vague
             // trap later.
@@ -183,15 +226,24 @@ impl ResourceLimiter for MemoryLimiter {
             return Err(wasmtime::Error::msg("memory limit exceeded"));
         }
         self.used += grow;
+        self.pending = grow;
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        // The growth was refused later (e.g. past the memory's own maximum):
+        // it did not happen, so it does not count.
+        self.used -= std::mem::take(&mut self.pending);
+        Ok(())
     }
 
     fn table_growing(
         &mut self,
         _current: usize,
-        desired: usize,
+        _desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        // Bounded by the pool's `table_elements`.
+        Ok(true)
     }
 }

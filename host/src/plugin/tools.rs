@@ -73,7 +73,7 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
         let validator = jsonschema::validator_for(&schema)
             .map_err(|e| format!("tool {name:?}: input-schema is not a valid JSON Schema: {e}"))?;
         let mut description = spec.description;
-        description.truncate(floor_char_boundary(&description, MAX_DESCRIPTION));
+        description.truncate(description.floor_char_boundary(MAX_DESCRIPTION));
         tools.push(Tool {
             name,
             description,
@@ -130,17 +130,6 @@ fn json_type(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-pub(crate) fn floor_char_boundary(s: &str, max: usize) -> usize {
-    if s.len() <= max {
-        return s.len();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    end
 }
 
 #[cfg(test)]

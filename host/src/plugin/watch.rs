@@ -51,15 +51,19 @@ impl Plugins {
 
         let plugins = self.clone();
         let task = tokio::spawn(async move {
-            while rx.recv().await.is_some() {
-                // Wait for quiet.
-                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
+            // The first pass catches changes made before the watch began.
+            loop {
                 let changed = plugins.rescan().await;
                 if let Some(out) = &changes
                     && !changed.is_empty()
                 {
                     let _ = out.send(changed);
                 }
+                if rx.recv().await.is_none() {
+                    break;
+                }
+                // Wait for quiet.
+                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
             }
         });
         Ok(WatchHandle {
