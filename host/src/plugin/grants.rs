@@ -293,7 +293,7 @@ mod tests {
         let err = Grants::parse(
             &dir_grant(&data, "/d"),
             Path::new("/p/demo.toml"),
-            &[plugins.clone()],
+            std::slice::from_ref(&plugins),
         )
         .unwrap_err();
         assert_eq!(
