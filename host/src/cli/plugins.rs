@@ -132,7 +132,9 @@ fn print_status(status: &PluginStatus) {
             );
             for t in &p.tools {
                 let first_line = t.description.lines().next().unwrap_or("");
-                println!("    {:<20} {first_line}", t.name);
+                let short = &first_line[..first_line.floor_char_boundary(90)];
+                let more = if short.len() < first_line.len() { "…" } else { "" };
+                println!("    {:<20} {short}{more}", t.name);
             }
         }
     }
