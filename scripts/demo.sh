@@ -22,7 +22,7 @@ step plugins call calculate '{"expression":"(1 + 2) * 3 ^ 2 - sqrt(16)"}'
 step plugins call write_file '{"path":"notes/todo.md","content":"- water the plants\n- call Ada\n"}'
 step plugins call read_file '{"path":"notes/todo.md"}'
 step plugins call search_files '{"pattern":"Ada"}'
-step plugins call regex_replace '{"text":"call Ada at 10:30","pattern":"(\\d+):(\\d+)","replacement":"$1h$2"}'
+step plugins call regex_replace '{"text":"call Ada at 10:30","pattern":"(\\d+):(\\d+)","replacement":"${1}h${2}"}'
 step plugins call date_diff '{"from":"2024-02-01","to":"2025-03-15"}'
 
 printf '\n\033[1m# The sandbox: files outside the grant, bad arguments, a broken plugin\033[0m\n'

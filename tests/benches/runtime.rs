@@ -77,6 +77,23 @@ fn main() {
             json!(p99.as_nanos() as u64 / 1000),
         ));
 
+        // The same without the host's argument validation.
+        let catalog = plugins.catalog();
+        let (echo, _) = catalog.tool("add").unwrap();
+        let mut samples = Vec::with_capacity(10_000);
+        for _ in 0..10_000 {
+            let t = Instant::now();
+            echo.call(&ctx, "add", r#"{"a":1,"b":2}"#).await.unwrap();
+            samples.push(t.elapsed());
+        }
+        samples.sort();
+        let raw = samples[samples.len() / 2];
+        rows.push((
+            "  of which instance + call (no validation)".into(),
+            us(raw),
+            json!(raw.as_nanos() as u64 / 1000),
+        ));
+
         // Many calls at once.
         let concurrency = 64;
         let per_task = 500;
@@ -112,7 +129,7 @@ fn main() {
     }
     let cache = target_dir().join("bench-cache");
     let exe = std::env::current_exe().unwrap();
-    let probe = || -> (Duration, u64) {
+    let probe = || -> (Duration, u64, Duration) {
         let out = Command::new(&exe)
             .arg("--startup-probe")
             .arg(dir.path())
@@ -128,16 +145,22 @@ fn main() {
         (
             Duration::from_micros(v["ready_us"].as_u64().unwrap()),
             v["rss_kib"].as_u64().unwrap(),
+            Duration::from_micros(v["engine_us"].as_u64().unwrap()),
         )
     };
     probe(); // warms the cache
-    let mut runs: Vec<(Duration, u64)> = (0..7).map(|_| probe()).collect();
+    let mut runs: Vec<(Duration, u64, Duration)> = (0..7).map(|_| probe()).collect();
     runs.sort();
-    let (ready, rss) = runs[runs.len() / 2];
+    let (ready, rss, engine) = runs[runs.len() / 2];
     rows.push((
         "start to ready, 10 cached plugins (median of 7)".into(),
         ms(ready),
         json!(ready.as_micros() as u64),
+    ));
+    rows.push((
+        "  of which process start and engine setup".into(),
+        ms(engine),
+        json!(engine.as_micros() as u64),
     ));
     rows.push((
         "RSS after loading them".into(),
@@ -169,6 +192,7 @@ fn startup_probe(dir: &Path, cache: &Path) {
         .enable_all()
         .build()
         .unwrap();
+    let mut engine_ready = Duration::ZERO;
     let loaded = rt.block_on(async {
         let runtime = Runtime::new(RuntimeConfig {
             cache_dir: Some(cache.to_path_buf()),
@@ -176,6 +200,7 @@ fn startup_probe(dir: &Path, cache: &Path) {
             ..RuntimeConfig::default()
         })
         .unwrap();
+        engine_ready = start.elapsed();
         let plugins = Plugins::load_dir(runtime, dir).await;
         let catalog = plugins.catalog();
         catalog
@@ -196,7 +221,7 @@ fn startup_probe(dir: &Path, cache: &Path) {
     {
         println!(
             "{}",
-            json!({"ready_us": ready.as_micros() as u64, "rss_kib": rss_kib})
+            json!({"ready_us": ready.as_micros() as u64, "engine_us": engine_ready.as_micros() as u64, "rss_kib": rss_kib})
         );
     }
 }

@@ -133,7 +133,11 @@ fn print_status(status: &PluginStatus) {
             for t in &p.tools {
                 let first_line = t.description.lines().next().unwrap_or("");
                 let short = &first_line[..first_line.floor_char_boundary(90)];
-                let more = if short.len() < first_line.len() { "…" } else { "" };
+                let more = if short.len() < first_line.len() {
+                    "…"
+                } else {
+                    ""
+                };
                 println!("    {:<20} {short}{more}", t.name);
             }
         }
