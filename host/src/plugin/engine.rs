@@ -27,6 +27,10 @@ use super::sandbox::PluginState;
 /// so a runaway guest is stopped at most this late.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// Bytes of a freed instance slot's memory and tables that may be reset in
+/// place rather than unmapped.
+const KEEP_RESIDENT: usize = 2 << 20;
+
 /// How the runtime is set up.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -81,7 +85,14 @@ impl Runtime {
             .max_core_instances_per_component(64)
             .max_memories_per_component(8)
             .max_tables_per_component(32)
-            .table_elements(100_000);
+            .table_elements(100_000)
+            // On reuse of a slot, reset only the pages the last call dirtied
+            // (found with Linux's PAGEMAP_SCAN), with memset, instead of
+            // unmapping them: no page faults and no TLB shootdowns on the
+            // next call. Where the ioctl is missing this is plain madvise.
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(KEEP_RESIDENT);
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm)?;
 
