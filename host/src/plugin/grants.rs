@@ -230,7 +230,8 @@ fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
             None => d.timeout,
         },
         output_bytes: match t.output_kib {
-            Some(v) => (check("output_kib", v, 1, 256 << 10)? << 10) as usize,
+            // wasmtime copies at most 128 MiB out of a guest in one call.
+            Some(v) => (check("output_kib", v, 1, 64 << 10)? << 10) as usize,
             None => d.output_bytes,
         },
         log_lines: match t.log_lines {
