@@ -49,6 +49,24 @@ fn check_says_ok_or_why_not() {
 }
 
 #[test]
+fn a_component_that_does_not_compile_is_reported_by_the_compiler_process() {
+    let dir = PluginDir::new();
+    let home = dir.scratch("home");
+    // A component header followed by garbage: compiled (and refused) in the
+    // child process the binary uses for cache misses.
+    let bad = dir.write("bad.wasm", b"\0asm\x0d\0\x01\0garbage");
+    let (code, _, err) = wasmclaw(&home, &["plugins", "check", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        format!(
+            "{}: cannot be compiled: failed to parse WebAssembly module: unexpected end-of-file (at offset 0xa)\n",
+            bad.display()
+        )
+    );
+}
+
+#[test]
 fn call_prints_the_result_and_fails_with_the_error() {
     let dir = PluginDir::new();
     let home = dir.scratch("home");

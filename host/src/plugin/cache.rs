@@ -128,7 +128,7 @@ fn compile_in_child(exe: &Path, bytes: &[u8], out: &Path) -> Result<()> {
             "{}",
             String::from_utf8_lossy(&output.stderr)
                 .trim()
-                .trim_start_matches("Error: ")
+                .trim_start_matches("error: ")
         );
     }
     Ok(())

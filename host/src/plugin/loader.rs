@@ -108,7 +108,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         .map_err(|e| link_error(&e))?;
     let pre = ToolPluginPre::new(instance_pre).map_err(|e| {
         format!(
-            "its exports do not match {TOOL_EXPORT} (a function's signature differs from this host's WIT): {}",
+            "cannot find the functions of its {TOOL_EXPORT} export: {}",
             wasm_error_chain(&e)
         )
     })?;
