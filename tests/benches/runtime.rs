@@ -55,43 +55,32 @@ fn main() {
 
         // One call at a time, each in a fresh instance.
         for _ in 0..500 {
-            plugins.call(&ctx, "add", r#"{"a":1,"b":2}"#).await.unwrap();
+            plugins.call(&ctx, "add", ADD).await.unwrap();
         }
-        let mut samples = Vec::with_capacity(10_000);
-        for _ in 0..10_000 {
-            let t = Instant::now();
-            plugins.call(&ctx, "add", r#"{"a":1,"b":2}"#).await.unwrap();
-            samples.push(t.elapsed());
-        }
-        samples.sort();
-        let median = samples[samples.len() / 2];
-        let p99 = samples[samples.len() * 99 / 100];
+        let samples = timed(10_000, async || {
+            plugins.call(&ctx, "add", ADD).await.unwrap();
+        })
+        .await;
+        let (median, p99) = (percentile(&samples, 50), percentile(&samples, 99));
         rows.push((
             "fresh-instance call, median (echo `add`)".into(),
             us(median),
-            json!(median.as_nanos() as u64 / 1000),
+            micros(median),
         ));
-        rows.push((
-            "fresh-instance call, p99".into(),
-            us(p99),
-            json!(p99.as_nanos() as u64 / 1000),
-        ));
+        rows.push(("fresh-instance call, p99".into(), us(p99), micros(p99)));
 
         // The same without the host's argument validation.
         let catalog = plugins.catalog();
         let (echo, _) = catalog.tool("add").unwrap();
-        let mut samples = Vec::with_capacity(10_000);
-        for _ in 0..10_000 {
-            let t = Instant::now();
-            echo.call(&ctx, "add", r#"{"a":1,"b":2}"#).await.unwrap();
-            samples.push(t.elapsed());
-        }
-        samples.sort();
-        let raw = samples[samples.len() / 2];
+        let samples = timed(10_000, async || {
+            echo.call(&ctx, "add", ADD).await.unwrap();
+        })
+        .await;
+        let raw = percentile(&samples, 50);
         rows.push((
             "  of which instance + call (no validation)".into(),
             us(raw),
-            json!(raw.as_nanos() as u64 / 1000),
+            micros(raw),
         ));
 
         // Many calls at once.
@@ -104,7 +93,7 @@ fn main() {
             let ctx = ctx.clone();
             tasks.spawn(async move {
                 for _ in 0..per_task {
-                    plugins.call(&ctx, "add", r#"{"a":1,"b":2}"#).await.unwrap();
+                    plugins.call(&ctx, "add", ADD).await.unwrap();
                 }
             });
         }
@@ -224,6 +213,29 @@ fn startup_probe(dir: &Path, cache: &Path) {
             json!({"ready_us": ready.as_micros() as u64, "engine_us": engine_ready.as_micros() as u64, "rss_kib": rss_kib})
         );
     }
+}
+
+const ADD: &str = r#"{"a":1,"b":2}"#;
+
+/// The durations of `n` runs of `f`, sorted.
+async fn timed(n: usize, f: impl AsyncFn()) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        f().await;
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    samples
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// Microseconds with a fraction, for the figures file.
+fn micros(d: Duration) -> Value {
+    json!(d.as_nanos() as f64 / 1000.0)
 }
 
 fn ctx() -> CallContext {
