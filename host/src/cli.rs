@@ -80,7 +80,6 @@ pub fn runtime(home: &Home) -> Result<Runtime> {
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
         compiler,
-        protected_dirs: vec![home.plugins_dir()],
         ..RuntimeConfig::default()
     })
 }

@@ -40,8 +40,8 @@ pub struct RuntimeConfig {
     pub compiler: Compiler,
     /// Plugin instances alive at once (all sessions, tools and hooks).
     pub max_instances: u32,
-    /// Folders of the host's own that no grant may reach (besides the cache
-    /// and each plugin's own directory), e.g. the home folder.
+    /// Folders of the host's own that no grant may reach, besides the cache
+    /// and each plugin's own directory, which are always protected.
     pub protected_dirs: Vec<std::path::PathBuf>,
 }
 

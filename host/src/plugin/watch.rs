@@ -51,8 +51,11 @@ impl Plugins {
 
         let plugins = self.clone();
         let task = tokio::spawn(async move {
-            // The first pass catches changes made before the watch began.
+            // The first pass catches changes made before the watch began;
+            // like every pass, it waits for the directory to be quiet, so a
+            // file still being copied is not reported as broken.
             loop {
+                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
                 let changed = plugins.rescan().await;
                 if let Some(out) = &changes
                     && !changed.is_empty()
@@ -62,8 +65,6 @@ impl Plugins {
                 if rx.recv().await.is_none() {
                     break;
                 }
-                // Wait for quiet.
-                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
             }
         });
         Ok(WatchHandle {
