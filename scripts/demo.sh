@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The offline demo: builds wasmclaw and the example plugins, installs them in
-# a demo home folder (target/demo) as an operator would, and uses them.
+# a demo home folder (target/demo) as an operator would, lets a scripted model
+# drive them through a turn of several iterations, and shows the sandbox.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,15 @@ export WASMCLAW_HOME="$home"
 step() { printf '\n\033[1m$ wasmclaw %s\033[0m\n' "$*"; ./target/release/wasmclaw "$@" || true; }
 
 step plugins list
+
+printf '\n\033[1m# A turn: the scripted model calls tools over four iterations (events on stderr)\033[0m\n'
+export WASMCLAW_MODEL="scripted:$PWD/scripts/demo-model.json"
+step run --events --session demo -m "Plan the garden party for two weeks and three days after 2026-12-01"
+
+printf '\n\033[1m# The same, as a chat: text streams, tool calls show as they run\033[0m\n'
+printf '%s\n' "Plan the garden party again, please" "thanks!" | ./target/release/wasmclaw chat --session demo-chat || true
+
+printf '\n\033[1m# Single tool calls\033[0m\n'
 step plugins call calculate '{"expression":"(1 + 2) * 3 ^ 2 - sqrt(16)"}'
 step plugins call write_file '{"path":"notes/todo.md","content":"- water the plants\n- call Ada\n"}'
 step plugins call read_file '{"path":"notes/todo.md"}'

@@ -1,6 +1,7 @@
 //! The `wasmclaw` command line. This is a front end: it may print.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod agent;
 mod plugins;
 
 use std::io::Read;
@@ -36,6 +37,22 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run one turn: the answer on stdout; exit 1 if the turn fails.
+    Run {
+        #[command(flatten)]
+        agent: agent::AgentArgs,
+        /// Print every event as a JSON line on stderr.
+        #[arg(long)]
+        events: bool,
+        /// The user message.
+        #[arg(short, long)]
+        message: String,
+    },
+    /// A conversation on the terminal, streamed, with tool calls shown.
+    Chat {
+        #[command(flatten)]
+        agent: agent::AgentArgs,
+    },
     /// Inspect, check and call plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
@@ -57,6 +74,12 @@ impl Cli {
             .unwrap_or_else(Home::from_env);
         let plugin_dir = self.plugins.clone().unwrap_or_else(|| home.plugins_dir());
         match self.command {
+            Command::Run {
+                agent,
+                events,
+                message,
+            } => agent::run(&home, &plugin_dir, &agent, events, &message).await,
+            Command::Chat { agent } => agent::chat(&home, &plugin_dir, &agent).await,
             Command::Plugins(cmd) => cmd.run(&home, &plugin_dir).await,
             Command::CompilePlugin { out } => {
                 let mut bytes = Vec::new();

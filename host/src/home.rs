@@ -36,6 +36,11 @@ impl Home {
         self.root.join("plugins")
     }
 
+    /// The session store (history, turns, event log).
+    pub fn sessions_db(&self) -> PathBuf {
+        self.root.join("sessions.db")
+    }
+
     /// Where compiled plugin code is cached.
     pub fn cache_dir(&self) -> PathBuf {
         self.root.join("cache")

@@ -2,13 +2,24 @@
 //! components.
 //!
 //! # Layout
-//! - [`home`]: where wasmclaw keeps its files (`$WASMCLAW_HOME`, default `~/.wasmclaw`).
+//! - [`protocol`]: the wire types: Ops in, Events out (serde only).
+//! - [`bus`]: the event bus: numbering, fan-out, bounded and lossless delivery.
+//! - [`agent`]: turns: the loop of model calls and tool calls.
+//! - [`llm`]: model providers (OpenAI-compatible, Anthropic, scripted) and the
+//!   fallback chain.
+//! - [`store`]: sessions' history, turns and the event log, in SQLite.
 //! - [`plugin`]: the plugin runtime: the engine, the compile cache, operator grants,
 //!   loading a plugin directory (and watching it), and running every tool call in a
 //!   fresh, limited instance.
+//! - [`home`]: where wasmclaw keeps its files (`$WASMCLAW_HOME`, default `~/.wasmclaw`).
 //! - [`cli`]: the `wasmclaw` command line; `main.rs` only parses and dispatches.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agent;
+pub mod bus;
 pub mod cli;
 pub mod home;
+pub mod llm;
 pub mod plugin;
+pub mod protocol;
+pub mod store;

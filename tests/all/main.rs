@@ -1,8 +1,12 @@
 //! Integration tests of wasmclaw, one module per topic. The plugins they load
-//! are real components built by `build.rs`.
+//! are real components built by `build.rs`; the model is a real HTTP server
+//! on 127.0.0.1 (`wasmclaw_tests::fake_model`).
 
 mod cli;
 mod examples;
+mod llm_faults;
 mod loading;
 mod reload;
 mod sandbox;
+mod sessions;
+mod turns;

@@ -1,6 +1,9 @@
 //! Test support: the guest plugins built by `build.rs`, plugin directories in
 //! temporary folders, one shared runtime, and the `wasmclaw` binary.
 
+pub mod agents;
+pub mod fake_model;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

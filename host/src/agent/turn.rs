@@ -1,0 +1,268 @@
+//! One turn: the loop of model calls and tool calls that answers one user
+//! message.
+//!
+//! Each iteration sends the conversation and the current tool list to the
+//! model chain. A reply with tool calls runs them (see [`super::tools`]) and
+//! appends their results in the order the model asked; a reply without tool
+//! calls is the final answer. The last allowed iteration is made without
+//! tools and with a note asking for an answer, so a turn that reaches the
+//! limit still ends with one (reason `max_iterations`).
+//!
+//! History is written once, when the turn ends: a completed turn appends the
+//! user message and everything after it in one transaction; a turn that ends
+//! in error or is aborted appends nothing, so the history never holds half a
+//! turn (a tool call without its result, a question without an answer). The
+//! turn itself, with its status and reason, is recorded either way.
+
+use std::time::{Instant, SystemTime};
+
+use crate::bus::Scope;
+use crate::llm::fallback::Progress;
+use crate::llm::{ChatRequest, Message, ToolDef, Usage};
+use crate::protocol::{EventBody, ToolCallInfo, TurnStatus};
+use crate::store::TurnRecord;
+
+use super::{Agent, TurnOutcome};
+
+/// Added to the request (not the history) on the last allowed iteration.
+const LAST_ITERATION_NOTE: &str = "You have used every tool call this turn allows. Answer now, briefly, with what you have; do not call tools.";
+
+pub struct Turn<'a> {
+    agent: &'a Agent,
+    pub(crate) id: String,
+    pub(crate) scope: Scope,
+    session: String,
+    started_at: String,
+    iterations: u32,
+    usage: Usage,
+}
+
+impl<'a> Turn<'a> {
+    pub fn new(agent: &'a Agent, session: &str, parent_turn_id: Option<String>) -> Turn<'a> {
+        let id = uuid::Uuid::now_v7().to_string();
+        Turn {
+            agent,
+            scope: Scope {
+                session: Some(session.to_string()),
+                turn_id: Some(id.clone()),
+                parent_turn_id,
+            },
+            id,
+            session: session.to_string(),
+            started_at: now(),
+            iterations: 0,
+            usage: Usage::default(),
+        }
+    }
+
+    pub(crate) fn agent(&self) -> &'a Agent {
+        self.agent
+    }
+
+    pub(crate) fn publish(&self, body: EventBody) -> u64 {
+        self.agent.bus.publish(&self.scope, body)
+    }
+
+    pub async fn run(mut self, input: &str) -> TurnOutcome {
+        self.publish(EventBody::TurnBegin {
+            input: input.to_string(),
+        });
+        let result = self.iterate(input).await;
+        self.finish(input, result).await
+    }
+
+    /// The loop. `Ok` holds the final answer and the messages to append to
+    /// the history; `Err` the reason the turn failed.
+    async fn iterate(
+        &mut self,
+        input: &str,
+    ) -> Result<(String, &'static str, Vec<Message>), String> {
+        let history = self
+            .agent
+            .store
+            .history(&self.session)
+            .await
+            .map_err(|e| format!("could not read the session's history: {e:#}"))?;
+        let mut messages = Vec::with_capacity(history.len() + 8);
+        if let Some(prompt) = &self.agent.config.system_prompt {
+            messages.push(Message::system(prompt.clone()));
+        }
+        messages.extend(history);
+        let turn_start = messages.len();
+        messages.push(Message::user(input));
+
+        let max = self.agent.config.max_iterations.max(1);
+        loop {
+            self.iterations += 1;
+            let last = self.iterations == max;
+            let mut request = ChatRequest {
+                messages: messages.clone(),
+                tools: if last { Vec::new() } else { self.tool_defs() },
+                max_tokens: self.agent.config.max_tokens,
+                ..Default::default()
+            };
+            if last && self.iterations > 1 {
+                request.messages.push(Message::user(LAST_ITERATION_NOTE));
+            }
+            let reply = self.ask(&request).await?;
+            let mut tool_calls = reply.tool_calls;
+            if last && !tool_calls.is_empty() {
+                // Offered no tools, the model asked anyway: the turn still
+                // ends here, and the history keeps no unanswered call.
+                for call in tool_calls.drain(..) {
+                    self.publish(EventBody::ToolCallSkipped {
+                        call_id: call.id,
+                        tool: call.name,
+                        reason: format!("the turn reached its limit of {max} iterations"),
+                    });
+                }
+            }
+            messages.push(Message::Assistant {
+                content: reply.text.clone(),
+                tool_calls: tool_calls.clone(),
+            });
+            if tool_calls.is_empty() {
+                let reason = if last && max > 1 {
+                    "max_iterations"
+                } else {
+                    "final_answer"
+                };
+                return Ok((reply.text, reason, messages.split_off(turn_start)));
+            }
+            let results = super::tools::run_all(self, &tool_calls).await;
+            messages.extend(results);
+        }
+    }
+
+    /// One model call through the chain, with its events.
+    async fn ask(&mut self, request: &ChatRequest) -> Result<crate::llm::ChatResponse, String> {
+        let iteration = self.iterations;
+        self.publish(EventBody::LlmRequest {
+            iteration,
+            model: self.agent.llm.first_model().to_string(),
+            messages: request.messages.len(),
+            tools: request.tools.len(),
+        });
+        let started = Instant::now();
+        let bus = &self.agent.bus;
+        let scope = &self.scope;
+        let answered = self
+            .agent
+            .llm
+            .chat(request, &mut |progress| {
+                let body = match progress {
+                    Progress::Delta(text) => EventBody::LlmDelta {
+                        iteration,
+                        text: text.to_string(),
+                    },
+                    Progress::Retry(retry) => EventBody::LlmRetry {
+                        iteration,
+                        model: retry.model,
+                        attempt: retry.attempt,
+                        error: retry.error,
+                        next_model: retry.next_model,
+                        delay_ms: retry.delay.as_millis() as u64,
+                        discard_partial: retry.discard_partial,
+                    },
+                };
+                bus.publish(scope, body);
+            })
+            .await?;
+        let response = answered.response;
+        self.usage += response.usage;
+        self.publish(EventBody::LlmResponse {
+            iteration,
+            model: answered.model,
+            text: response.text.clone(),
+            tool_calls: response
+                .tool_calls
+                .iter()
+                .map(|c| ToolCallInfo {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+            finish_reason: response.finish_reason.clone(),
+            usage: response.usage,
+            duration_ms: millis(started.elapsed()),
+        });
+        Ok(response)
+    }
+
+    /// The tools on offer now (plugins may have been added or removed since
+    /// the last iteration).
+    fn tool_defs(&self) -> Vec<ToolDef> {
+        self.agent
+            .plugins
+            .catalog()
+            .tools()
+            .into_iter()
+            .map(|t| ToolDef {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: t.input_schema.clone(),
+            })
+            .collect()
+    }
+
+    /// Writes the turn and its history, then announces its end.
+    async fn finish(
+        self,
+        input: &str,
+        result: Result<(String, &'static str, Vec<Message>), String>,
+    ) -> TurnOutcome {
+        let (status, reason, answer, messages) = match result {
+            Ok((answer, reason, messages)) => (
+                TurnStatus::Completed,
+                reason.to_string(),
+                Some(answer),
+                messages,
+            ),
+            Err(error) => (TurnStatus::Error, error, None, Vec::new()),
+        };
+        let mut outcome = TurnOutcome {
+            turn_id: self.id.clone(),
+            status,
+            reason,
+            answer,
+            iterations: self.iterations,
+            usage: self.usage,
+        };
+        let record = TurnRecord {
+            id: self.id.clone(),
+            session: self.session.clone(),
+            parent_turn_id: self.scope.parent_turn_id.clone(),
+            input: input.to_string(),
+            status: outcome.status,
+            reason: outcome.reason.clone(),
+            iterations: outcome.iterations,
+            usage: outcome.usage,
+            started_at: self.started_at.clone(),
+            ended_at: now(),
+        };
+        if let Err(e) = self.agent.store.commit_turn(&record, &messages).await {
+            tracing::error!(turn = %self.id, "could not save the turn: {e:#}");
+            outcome.status = TurnStatus::Error;
+            outcome.reason = format!("could not save the turn's history: {e:#}");
+            outcome.answer = None;
+        }
+        self.publish(EventBody::TurnEnd {
+            status: outcome.status,
+            reason: outcome.reason.clone(),
+            iterations: outcome.iterations,
+            usage: outcome.usage,
+            answer: outcome.answer.clone(),
+        });
+        outcome
+    }
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// Milliseconds with microsecond precision, for `duration_ms` fields.
+pub(crate) fn millis(d: std::time::Duration) -> f64 {
+    (d.as_micros() as f64) / 1000.0
+}

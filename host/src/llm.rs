@@ -1,0 +1,181 @@
+//! Talking to models.
+//!
+//! - [`types`]: the provider-neutral request and reply.
+//! - [`error`]: failures, and which of them are worth retrying.
+//! - [`openai`] and [`anthropic`]: the two wire formats, over reqwest, streamed
+//!   (SSE) or not.
+//! - [`http`]: what both share: sending, error bodies, `retry-after`, SSE with
+//!   an idle timeout.
+//! - [`scripted`]: replies played from a file, for the offline demo.
+//! - [`fallback`]: the chain of candidates with retries, backoff and cooldown.
+
+pub mod anthropic;
+pub mod error;
+pub mod fallback;
+pub mod http;
+pub mod openai;
+pub mod scripted;
+pub mod types;
+
+use std::time::Duration;
+
+pub use error::{LlmError, LlmErrorKind};
+pub use fallback::{Chain, RetryPolicy};
+pub use types::{
+    ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolDef, Usage,
+};
+
+/// Which wire format a candidate speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    OpenAi,
+    Anthropic,
+    Scripted,
+}
+
+impl ProviderKind {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Scripted => "scripted",
+        }
+    }
+}
+
+/// One model candidate.
+#[derive(Clone)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    /// The model name sent to the server; for `scripted`, the script's path.
+    pub model: String,
+    /// OpenAI: up to and including `/v1`; Anthropic: without `/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    /// Ask for a streamed (SSE) reply.
+    pub stream: bool,
+    /// The longest wait for the response to start, and, when streaming, for
+    /// each next chunk; without streaming, for the whole reply.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.debug_struct("ProviderConfig")
+            .field("kind", &self.kind)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("stream", &self.stream)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+
+impl ProviderConfig {
+    /// `provider:model`, e.g. `openai:gpt-4o-mini`: how a candidate is named
+    /// in events and errors.
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.kind.prefix(), self.model)
+    }
+
+    /// Parses one `PROVIDER:MODEL` spec, filling the base URL and key from
+    /// `env` (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `ANTHROPIC_BASE_URL`,
+    /// `ANTHROPIC_API_KEY`).
+    pub fn parse(
+        spec: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ProviderConfig, String> {
+        let spec = spec.trim();
+        let Some((prefix, model)) = spec.split_once(':').filter(|(_, m)| !m.is_empty()) else {
+            return Err(format!(
+                "model {spec:?} is not PROVIDER:MODEL; expected e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5 or scripted:FILE.json"
+            ));
+        };
+        let (kind, url_var, key_var, default_url) = match prefix {
+            "openai" => (
+                ProviderKind::OpenAi,
+                "OPENAI_BASE_URL",
+                "OPENAI_API_KEY",
+                OPENAI_BASE_URL,
+            ),
+            "anthropic" => (
+                ProviderKind::Anthropic,
+                "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_API_KEY",
+                ANTHROPIC_BASE_URL,
+            ),
+            "scripted" => (ProviderKind::Scripted, "", "", ""),
+            other => {
+                return Err(format!(
+                    "model {spec:?} names provider {other:?}; expected openai, anthropic or scripted"
+                ));
+            }
+        };
+        let non_empty = |var: &str| env(var).filter(|v| !v.trim().is_empty());
+        Ok(ProviderConfig {
+            kind,
+            model: model.to_string(),
+            base_url: non_empty(url_var)
+                .unwrap_or_else(|| default_url.to_string())
+                .trim_end_matches('/')
+                .to_string(),
+            api_key: non_empty(key_var),
+            stream: true,
+            timeout: DEFAULT_TIMEOUT,
+        })
+    }
+}
+
+/// One candidate, ready to call.
+pub enum Provider {
+    OpenAi(openai::OpenAi),
+    Anthropic(anthropic::Anthropic),
+    Scripted(scripted::Scripted),
+}
+
+impl Provider {
+    pub fn new(config: ProviderConfig, client: reqwest::Client) -> Result<Provider, String> {
+        Ok(match config.kind {
+            ProviderKind::OpenAi => Provider::OpenAi(openai::OpenAi::new(config, client)),
+            ProviderKind::Anthropic => {
+                Provider::Anthropic(anthropic::Anthropic::new(config, client))
+            }
+            ProviderKind::Scripted => Provider::Scripted(scripted::Scripted::load(&config)?),
+        })
+    }
+
+    /// `provider:model`.
+    pub fn name(&self) -> &str {
+        match self {
+            Provider::OpenAi(p) => p.name(),
+            Provider::Anthropic(p) => p.name(),
+            Provider::Scripted(p) => p.name(),
+        }
+    }
+
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        match self {
+            Provider::OpenAi(p) => p.chat(request, on_delta).await,
+            Provider::Anthropic(p) => p.chat(request, on_delta).await,
+            Provider::Scripted(p) => p.chat(request, on_delta).await,
+        }
+    }
+}
+
+/// The HTTP client every candidate shares (connection pool, TLS config).
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("wasmclaw/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .expect("building the HTTP client")
+}

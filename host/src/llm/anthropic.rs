@@ -1,0 +1,740 @@
+//! Anthropic Messages (`POST {base_url}/v1/messages`), streamed or not.
+//!
+//! The neutral conversation is translated to the API's shape: the leading
+//! system message(s) become `system`; tool calls become `tool_use` blocks;
+//! consecutive tool results become one user message of `tool_result`
+//! blocks; consecutive messages of one role are merged, since the API
+//! requires user and assistant to alternate.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::http::{Exchange, Flow, WireError, is_json, snippet};
+use super::types::{
+    ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, Usage,
+};
+use super::{LlmError, LlmErrorKind, ProviderConfig};
+
+pub const API_VERSION: &str = "2023-06-01";
+/// `max_tokens` when the request sets none (the API requires one).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+pub struct Anthropic {
+    name: String,
+    config: ProviderConfig,
+    client: reqwest::Client,
+}
+
+impl Anthropic {
+    pub fn new(config: ProviderConfig, client: reqwest::Client) -> Anthropic {
+        Anthropic {
+            name: config.name(),
+            config,
+            client,
+        }
+    }
+
+    /// `anthropic:MODEL`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        let Some(key) = &self.config.api_key else {
+            return Err(LlmError::new(
+                &self.name,
+                LlmErrorKind::Config,
+                "ANTHROPIC_API_KEY is not set",
+            ));
+        };
+        let exchange = Exchange::new(&self.name, self.config.timeout);
+        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
+        let builder = (self.client.post(url))
+            .header("x-api-key", key)
+            .header("anthropic-version", API_VERSION)
+            .json(&request_body(&self.config, request));
+        let response = exchange.send(builder).await?;
+        let mut acc = Accumulator::new(&self.name);
+        if self.config.stream && !is_json(&response) {
+            let mut events = exchange.events(response);
+            while let Some(event) = events.next().await? {
+                if acc.on_data(&event.data, &mut *on_delta)? == Flow::Done {
+                    break;
+                }
+            }
+        } else {
+            acc.on_reply(exchange.read_json(response).await?)?;
+            if self.config.stream && !acc.text.is_empty() {
+                on_delta(&acc.text); // the server ignored `stream: true`
+            }
+        }
+        acc.finish()
+    }
+}
+
+/// The request body.
+pub fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+    let (system, messages) = wire_messages(&request.messages);
+    let mut body = json!({
+        "model": config.model,
+        "max_tokens": request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        "messages": messages,
+    });
+    if !system.is_empty() {
+        body["system"] = json!(system);
+    }
+    if !request.tools.is_empty() {
+        let tools = (request.tools.iter()).map(
+            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
+        );
+        body["tools"] = Value::Array(tools.collect());
+        body["tool_choice"] = match request.tool_choice {
+            ToolChoice::Auto => json!({"type": "auto"}),
+            ToolChoice::Required => json!({"type": "any"}),
+            ToolChoice::None => json!({"type": "none"}),
+        };
+    }
+    if config.stream {
+        body["stream"] = json!(true);
+    }
+    body
+}
+
+/// The system prompt (the leading system messages, joined) and the
+/// alternating messages. A later system message becomes user text.
+fn wire_messages(messages: &[Message]) -> (String, Vec<Value>) {
+    let leading = messages
+        .iter()
+        .take_while(|m| matches!(m, Message::System { .. }));
+    let system: Vec<&str> = leading
+        .map(|m| match m {
+            Message::System { content } => content.as_str(),
+            _ => "",
+        })
+        .collect();
+    let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
+    for message in &messages[system.len()..] {
+        let (role, blocks) = match message {
+            Message::System { content } | Message::User { content } => {
+                ("user", text_block(content))
+            }
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let calls = tool_calls.iter().map(|call| {
+                    let input = serde_json::from_str::<Value>(&call.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
+                });
+                (
+                    "assistant",
+                    text_block(content).into_iter().chain(calls).collect(),
+                )
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+                ..
+            } => {
+                let mut block =
+                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
+                if *is_error {
+                    block["is_error"] = json!(true);
+                }
+                ("user", vec![block])
+            }
+        };
+        match turns.last_mut() {
+            _ if blocks.is_empty() => {}
+            Some((last, merged)) if *last == role => merged.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let messages = turns.into_iter().map(|(role, mut blocks)| {
+        // A lone text block is sent as plain text.
+        let content = match blocks.as_mut_slice() {
+            [block] if block["type"] == "text" => block["text"].take(),
+            _ => Value::Array(blocks),
+        };
+        json!({"role": role, "content": content})
+    });
+    (system.join("\n\n"), messages.collect())
+}
+
+/// A text block, or none for empty text (the API rejects empty blocks).
+fn text_block(text: &str) -> Vec<Value> {
+    match text {
+        "" => Vec::new(),
+        text => vec![json!({"type": "text", "text": text})],
+    }
+}
+
+// The reply's wire shapes: unknown fields, events and block types are
+// ignored.
+
+/// A non-streamed reply.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Reply {
+    content: Option<Vec<Block>>,
+    stop_reason: Option<String>,
+    usage: Option<WireUsage>,
+    error: Option<WireError>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: Option<String>,
+    },
+    ToolUse {
+        id: Option<String>,
+        name: Option<String>,
+        input: Option<Value>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// One streamed event (the `type` of its data, not its SSE `event:` name).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    MessageStart {
+        #[serde(default)]
+        message: Reply,
+    },
+    ContentBlockStart {
+        #[serde(default)]
+        index: usize,
+        content_block: Block,
+    },
+    ContentBlockDelta {
+        #[serde(default)]
+        index: usize,
+        delta: BlockDelta,
+    },
+    MessageDelta {
+        #[serde(default)]
+        delta: Reply,
+        usage: Option<WireUsage>,
+    },
+    MessageStop,
+    Error {
+        #[serde(default)]
+        error: WireError,
+    },
+    /// `ping`, `content_block_stop`, and whatever comes next.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockDelta {
+    TextDelta {
+        text: Option<String>,
+    },
+    InputJsonDelta {
+        partial_json: Option<String>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// Token counts so far; each event may update some of them.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(default)]
+struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn update(&mut self, newer: WireUsage) {
+        self.input_tokens = newer.input_tokens.or(self.input_tokens);
+        self.output_tokens = newer.output_tokens.or(self.output_tokens);
+        self.cache_creation_input_tokens = newer
+            .cache_creation_input_tokens
+            .or(self.cache_creation_input_tokens);
+        self.cache_read_input_tokens = newer
+            .cache_read_input_tokens
+            .or(self.cache_read_input_tokens);
+    }
+
+    /// Input counts cached tokens too: all of them were in the prompt.
+    fn total(self) -> Usage {
+        let input = [
+            self.input_tokens,
+            self.cache_creation_input_tokens,
+            self.cache_read_input_tokens,
+        ];
+        Usage {
+            input_tokens: input.into_iter().flatten().sum(),
+            output_tokens: self.output_tokens.unwrap_or(0),
+        }
+    }
+}
+
+/// Assembles a reply from streamed events (or from a whole reply).
+pub struct Accumulator {
+    candidate: String,
+    text: String,
+    /// Tool calls by block index; arguments as streamed.
+    calls: BTreeMap<usize, ToolCall>,
+    stop_reason: Option<String>,
+    usage: WireUsage,
+    done: bool,
+}
+
+impl Accumulator {
+    pub fn new(candidate: &str) -> Accumulator {
+        Accumulator {
+            candidate: candidate.to_string(),
+            text: String::new(),
+            calls: BTreeMap::new(),
+            stop_reason: None,
+            usage: WireUsage::default(),
+            done: false,
+        }
+    }
+
+    /// Takes one SSE `data:` payload; [`Flow::Done`] after `message_stop`.
+    pub fn on_data(&mut self, data: &str, on_delta: DeltaSink<'_>) -> Result<Flow, LlmError> {
+        let event: Event = serde_json::from_str(data).map_err(|e| {
+            let message = format!(
+                "a stream event is not the expected JSON ({e}): {}",
+                snippet(data.trim(), 80)
+            );
+            LlmError::new(&self.candidate, LlmErrorKind::Protocol, message)
+        })?;
+        match event {
+            Event::MessageStart { message } => self.usage.update(message.usage.unwrap_or_default()),
+            Event::ContentBlockStart {
+                index,
+                content_block,
+            } => self.on_block(index, content_block, on_delta),
+            Event::ContentBlockDelta { index, delta } => match delta {
+                BlockDelta::TextDelta { text: Some(text) } if !text.is_empty() => {
+                    on_delta(&text);
+                    self.text.push_str(&text);
+                }
+                BlockDelta::InputJsonDelta {
+                    partial_json: Some(json),
+                } => {
+                    if let Some(call) = self.calls.get_mut(&index) {
+                        call.arguments.push_str(&json);
+                    }
+                }
+                _ => {}
+            },
+            Event::MessageDelta { delta, usage } => {
+                self.stop_reason = delta.stop_reason.or(self.stop_reason.take());
+                self.usage.update(usage.unwrap_or_default());
+            }
+            Event::MessageStop => {
+                self.done = true;
+                return Ok(Flow::Done);
+            }
+            Event::Error { error } => return Err(error.into_error(&self.candidate)),
+            Event::Other => {}
+        }
+        Ok(Flow::More)
+    }
+
+    fn on_block(&mut self, index: usize, block: Block, on_delta: DeltaSink<'_>) {
+        match block {
+            Block::Text { text: Some(text) } if !text.is_empty() => {
+                on_delta(&text);
+                self.text.push_str(&text);
+            }
+            Block::ToolUse { id, name, input } => {
+                // The input is streamed as `input_json_delta`s; a start
+                // that already carries it (a whole reply) counts too.
+                let arguments = match input {
+                    Some(Value::Object(map)) if !map.is_empty() => Value::Object(map).to_string(),
+                    _ => String::new(),
+                };
+                let call = ToolCall {
+                    id: id.unwrap_or_default(),
+                    name: name.unwrap_or_default(),
+                    arguments,
+                };
+                self.calls.insert(index, call);
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes a whole (non-streamed) reply.
+    fn on_reply(&mut self, reply: Reply) -> Result<(), LlmError> {
+        if let Some(error) = reply.error {
+            return Err(error.into_error(&self.candidate));
+        }
+        let Some(content) = reply.content else {
+            return Err(LlmError::new(
+                &self.candidate,
+                LlmErrorKind::Protocol,
+                "the reply has no content",
+            ));
+        };
+        for (index, block) in content.into_iter().enumerate() {
+            self.on_block(index, block, &mut |_: &str| {});
+        }
+        self.stop_reason = reply.stop_reason;
+        self.usage.update(reply.usage.unwrap_or_default());
+        self.done = true;
+        Ok(())
+    }
+
+    /// The assembled reply; an error if the stream ended early.
+    pub fn finish(self) -> Result<ChatResponse, LlmError> {
+        if !self.done {
+            let message = "the stream ended before the reply was complete";
+            return Err(LlmError::new(
+                &self.candidate,
+                LlmErrorKind::Network,
+                message,
+            ));
+        }
+        let tool_calls: Vec<ToolCall> = (self.calls.into_values())
+            .map(|mut call| {
+                if call.arguments.trim().is_empty() {
+                    call.arguments = "{}".into();
+                }
+                call
+            })
+            .collect();
+        let finish_reason = match self.stop_reason.as_deref() {
+            None | Some("end_turn" | "stop_sequence") if !tool_calls.is_empty() => {
+                FinishReason::ToolCalls
+            }
+            None | Some("end_turn" | "stop_sequence") => FinishReason::Stop,
+            Some("tool_use") => FinishReason::ToolCalls,
+            Some("max_tokens") => FinishReason::Length,
+            Some("refusal") => FinishReason::ContentFilter,
+            Some(other) => FinishReason::Other(other.to_string()),
+        };
+        Ok(ChatResponse {
+            text: self.text,
+            tool_calls,
+            finish_reason,
+            usage: self.usage.total(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ProviderKind;
+    use crate::llm::types::ToolDef;
+    use std::time::Duration;
+
+    fn config(stream: bool) -> ProviderConfig {
+        ProviderConfig {
+            kind: ProviderKind::Anthropic,
+            model: "claude-test".into(),
+            base_url: "http://localhost:1".into(),
+            api_key: Some("k".into()),
+            stream,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn call(id: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "read".into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    fn result(id: &str, content: &str, is_error: bool) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "read".into(),
+            content: content.into(),
+            is_error,
+        }
+    }
+
+    /// Feeds `data:` payloads until one says done; returns the reply (or
+    /// error) and the streamed text.
+    fn feed(payloads: &[&str]) -> (Result<ChatResponse, LlmError>, Vec<String>) {
+        let mut deltas = Vec::new();
+        let mut acc = Accumulator::new("anthropic:claude-test");
+        let mut sink = |text: &str| deltas.push(text.to_string());
+        for data in payloads {
+            match acc.on_data(data, &mut sink) {
+                Ok(Flow::More) => {}
+                Ok(Flow::Done) => break,
+                Err(e) => return (Err(e), deltas),
+            }
+        }
+        (acc.finish(), deltas)
+    }
+
+    #[test]
+    fn request_body_merges_tool_results_into_one_user_message() {
+        let request = ChatRequest {
+            messages: vec![
+                Message::system("be brief"),
+                Message::system("use tools"),
+                Message::user("read a and b"),
+                Message::Assistant {
+                    content: "Reading.".into(),
+                    tool_calls: vec![call("t1", r#"{"path":"a"}"#), call("t2", "not json")],
+                },
+                result("t1", "A", false),
+                result("t2", "no such file", true),
+                Message::user("thanks"),
+            ],
+            tools: vec![ToolDef {
+                name: "read".into(),
+                description: "Read a file".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            tool_choice: ToolChoice::Required,
+            max_tokens: None,
+        };
+        let body = request_body(&config(true), &request);
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude-test",
+                "max_tokens": 4096,
+                "system": "be brief\n\nuse tools",
+                "messages": [
+                    {"role": "user", "content": "read a and b"},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "Reading."},
+                        {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a"}},
+                        {"type": "tool_use", "id": "t2", "name": "read", "input": {}},
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "t1", "content": "A"},
+                        {"type": "tool_result", "tool_use_id": "t2", "content": "no such file", "is_error": true},
+                        {"type": "text", "text": "thanks"},
+                    ]},
+                ],
+                "tools": [{"name": "read", "description": "Read a file", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "any"},
+                "stream": true,
+            })
+        );
+    }
+
+    #[test]
+    fn request_body_without_tools_or_system() {
+        let request = ChatRequest {
+            messages: vec![
+                Message::user("one"),
+                Message::user("two"),
+                Message::Assistant {
+                    content: "ok".into(),
+                    tool_calls: vec![call("t1", "{}")],
+                },
+            ],
+            tool_choice: ToolChoice::None,
+            max_tokens: Some(10),
+            ..ChatRequest::default()
+        };
+        let body = request_body(&config(false), &request);
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude-test",
+                "max_tokens": 10,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "ok"},
+                        {"type": "tool_use", "id": "t1", "name": "read", "input": {}},
+                    ]},
+                ],
+            })
+        );
+    }
+
+    #[test]
+    fn stream_assembles_text_and_tool_input() {
+        let (reply, deltas) = feed(&[
+            r#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"c","stop_reason":null,"usage":{"input_tokens":25,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Let me "}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"look."}}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+            r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"path\": "}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\"a.txt\"}"}}"#,
+            r#"{"type":"content_block_stop","index":2}"#,
+            r#"{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_2","name":"now","input":{}}}"#,
+            r#"{"type":"content_block_stop","index":3}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":10}}"#,
+            r#"{"type":"message_delta","delta":{},"usage":{"output_tokens":42}}"#,
+            r#"{"type":"some_future_event","x":1}"#,
+            r#"{"type":"message_stop","amazon-bedrock-invocationMetrics":{}}"#,
+        ]);
+        let reply = reply.unwrap();
+        assert_eq!(deltas, ["Let me ", "look."]);
+        assert_eq!(reply.text, "Let me look.");
+        assert_eq!(
+            reply.tool_calls,
+            [
+                ToolCall {
+                    id: "toolu_1".into(),
+                    name: "read".into(),
+                    arguments: r#"{"path": "a.txt"}"#.into()
+                },
+                ToolCall {
+                    id: "toolu_2".into(),
+                    name: "now".into(),
+                    arguments: "{}".into()
+                },
+            ]
+        );
+        assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            reply.usage,
+            Usage {
+                input_tokens: 25,
+                output_tokens: 42
+            }
+        );
+    }
+
+    #[test]
+    fn stop_reasons_are_mapped() {
+        for (said, expected) in [
+            ("end_turn", FinishReason::Stop),
+            ("stop_sequence", FinishReason::Stop),
+            ("max_tokens", FinishReason::Length),
+            ("refusal", FinishReason::ContentFilter),
+            ("pause_turn", FinishReason::Other("pause_turn".into())),
+        ] {
+            let delta = format!(
+                r#"{{"type":"message_delta","delta":{{"stop_reason":"{said}"}},"usage":{{"output_tokens":1}}}}"#
+            );
+            let (reply, _) = feed(&[&delta, r#"{"type":"message_stop"}"#]);
+            assert_eq!(reply.unwrap().finish_reason, expected, "{said}");
+        }
+    }
+
+    #[test]
+    fn error_events_are_classified() {
+        let (reply, _) = feed(&[
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ]);
+        let error = reply.unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Overloaded);
+        assert!(error.message.contains("Overloaded"), "{}", error.message);
+        let (reply, _) =
+            feed(&[r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#]);
+        assert_eq!(reply.unwrap_err().kind, LlmErrorKind::Protocol);
+    }
+
+    #[test]
+    fn malformed_or_truncated_streams_fail() {
+        let (reply, _) = feed(&[
+            r#"{"type":"message_start","message":{}}"#,
+            "data that is not json",
+        ]);
+        let error = reply.unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Protocol);
+        assert!(
+            error.message.contains("data that is not json"),
+            "{}",
+            error.message
+        );
+
+        let (reply, deltas) = feed(&[
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}"#,
+        ]);
+        let error = reply.unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Network);
+        assert_eq!(
+            error.message,
+            "the stream ended before the reply was complete"
+        );
+        assert_eq!(deltas, ["Hi"]);
+    }
+
+    #[test]
+    fn a_whole_reply_is_parsed() {
+        let reply: Reply = serde_json::from_str(
+            r#"{"id":"m","type":"message","role":"assistant","model":"c",
+                "content":[{"type":"text","text":"Reading."},
+                           {"type":"tool_use","id":"toolu_1","name":"read","input":{"path":"a"}},
+                           {"type":"tool_use","id":"toolu_2","name":"now","input":{}}],
+                "stop_reason":"tool_use","stop_sequence":null,
+                "usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":3}}"#,
+        )
+        .unwrap();
+        let mut acc = Accumulator::new("anthropic:claude-test");
+        acc.on_reply(reply).unwrap();
+        let reply = acc.finish().unwrap();
+        assert_eq!(reply.text, "Reading.");
+        assert_eq!(
+            reply.tool_calls,
+            [
+                ToolCall {
+                    id: "toolu_1".into(),
+                    name: "read".into(),
+                    arguments: r#"{"path":"a"}"#.into()
+                },
+                ToolCall {
+                    id: "toolu_2".into(),
+                    name: "now".into(),
+                    arguments: "{}".into()
+                },
+            ]
+        );
+        assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            reply.usage,
+            Usage {
+                input_tokens: 15,
+                output_tokens: 3
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_key_fails_before_sending() {
+        let provider = Anthropic::new(
+            ProviderConfig {
+                api_key: None,
+                ..config(true)
+            },
+            reqwest::Client::new(),
+        );
+        let error = provider
+            .chat(&ChatRequest::default(), &mut |_: &str| {})
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Config);
+        assert_eq!(error.message, "ANTHROPIC_API_KEY is not set");
+        assert_eq!(error.candidate, "anthropic:claude-test");
+    }
+}

@@ -1,0 +1,206 @@
+//! The fallback chain: the candidates a turn may use, in order of preference.
+//!
+//! A retryable failure (see [`LlmError::is_retryable`]) is tried again on the
+//! same candidate after an exponential backoff (or the server's
+//! `retry-after`, when it is not longer than the longest backoff), up to
+//! [`RetryPolicy::attempts`] times; then the candidate cools down and the
+//! next one is tried. Cooling candidates go to the back of the order until
+//! their cooldown ends, so a dead provider costs one round of retries, not
+//! one per turn. A final error (400, 401, a missing key) ends the call at
+//! once: another candidate would not fix the request.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::types::{ChatRequest, ChatResponse};
+use super::{LlmError, Provider};
+
+/// How hard to try.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Tries per candidate, the first included.
+    pub attempts: u32,
+    /// The wait before the first retry; doubled for each next one.
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+    /// How long a candidate that used up its attempts is tried last.
+    pub cooldown: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(8),
+            cooldown: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What the chain reports while it works.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// Streamed reply text.
+    Delta(&'a str),
+    /// A failed attempt that will be followed by another.
+    Retry(Retry),
+}
+
+#[derive(Debug, Clone)]
+pub struct Retry {
+    pub model: String,
+    /// 1 for the first retry of `model`.
+    pub attempt: u32,
+    pub error: String,
+    pub next_model: String,
+    pub delay: Duration,
+    /// Text streamed by the failed attempt is void.
+    pub discard_partial: bool,
+}
+
+/// A reply and who gave it.
+#[derive(Debug)]
+pub struct Answered {
+    pub model: String,
+    pub response: ChatResponse,
+}
+
+struct Candidate {
+    provider: Provider,
+    cooling_until: Mutex<Option<Instant>>,
+}
+
+impl Candidate {
+    fn is_cooling(&self, now: Instant) -> bool {
+        self.cooling_until.lock().unwrap().is_some_and(|t| t > now)
+    }
+}
+
+pub struct Chain {
+    candidates: Vec<Candidate>,
+    policy: RetryPolicy,
+}
+
+impl Chain {
+    pub fn new(providers: Vec<Provider>, policy: RetryPolicy) -> Chain {
+        assert!(!providers.is_empty(), "a chain needs a candidate");
+        Chain {
+            candidates: providers
+                .into_iter()
+                .map(|provider| Candidate {
+                    provider,
+                    cooling_until: Mutex::new(None),
+                })
+                .collect(),
+            policy,
+        }
+    }
+
+    /// The candidate a call would try first.
+    pub fn first_model(&self) -> &str {
+        self.order()[0].provider.name()
+    }
+
+    /// Every candidate, in configured order.
+    pub fn models(&self) -> Vec<&str> {
+        self.candidates.iter().map(|c| c.provider.name()).collect()
+    }
+
+    /// Candidates in the order to try them: those not cooling down first.
+    fn order(&self) -> Vec<&Candidate> {
+        let now = Instant::now();
+        let (ready, cooling): (Vec<&Candidate>, Vec<&Candidate>) =
+            self.candidates.iter().partition(|c| !c.is_cooling(now));
+        ready.into_iter().chain(cooling).collect()
+    }
+
+    /// Asks the candidates in turn until one answers.
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        progress: &mut (dyn FnMut(Progress<'_>) + Send),
+    ) -> Result<Answered, String> {
+        let order = self.order();
+        let mut failures = Vec::new();
+        for (index, candidate) in order.iter().enumerate() {
+            let name = candidate.provider.name();
+            let mut attempt = 1;
+            let last_error = loop {
+                let mut streamed = false;
+                let result = candidate
+                    .provider
+                    .chat(request, &mut |text| {
+                        if !text.is_empty() {
+                            streamed = true;
+                            progress(Progress::Delta(text))
+                        }
+                    })
+                    .await;
+                let error = match result {
+                    Ok(response) => {
+                        *candidate.cooling_until.lock().unwrap() = None;
+                        return Ok(Answered {
+                            model: name.to_string(),
+                            response,
+                        });
+                    }
+                    Err(error) if !error.is_retryable() => return Err(error.to_string()),
+                    Err(error) => error,
+                };
+                let delay = self.backoff(attempt, &error);
+                let next = match delay {
+                    Some(delay) => Some((name, delay)),
+                    None => order
+                        .get(index + 1)
+                        .map(|c| (c.provider.name(), Duration::ZERO)),
+                };
+                if let Some((next_model, delay)) = next {
+                    progress(Progress::Retry(Retry {
+                        model: name.to_string(),
+                        attempt,
+                        error: error.to_string(),
+                        next_model: next_model.to_string(),
+                        delay,
+                        discard_partial: streamed,
+                    }));
+                }
+                match delay {
+                    Some(delay) => {
+                        tokio::time::sleep(delay).await;
+                        attempt += 1;
+                    }
+                    None => break error,
+                }
+            };
+            tracing::warn!(
+                model = name,
+                "model candidate failed {attempt} times; cooling down: {last_error}"
+            );
+            *candidate.cooling_until.lock().unwrap() = Some(Instant::now() + self.policy.cooldown);
+            failures.push(format!("{last_error} (after {attempt} attempts)"));
+        }
+        Err(match failures.as_slice() {
+            [only] => only.clone(),
+            all => format!("every model candidate failed: {}", all.join("; ")),
+        })
+    }
+
+    /// The wait before trying the same candidate again, or `None` to move on.
+    fn backoff(&self, attempt: u32, error: &LlmError) -> Option<Duration> {
+        if attempt >= self.policy.attempts {
+            return None;
+        }
+        let exponential = self
+            .policy
+            .base_delay
+            .saturating_mul(1 << (attempt - 1).min(16))
+            .min(self.policy.max_delay);
+        match error.retry_after {
+            // The server wants more time than we would wait: try elsewhere.
+            Some(wait) if wait > self.policy.max_delay => None,
+            Some(wait) => Some(wait.max(exponential)),
+            None => Some(exponential),
+        }
+    }
+}

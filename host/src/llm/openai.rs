@@ -1,0 +1,651 @@
+//! OpenAI-compatible Chat Completions (`POST {base_url}/chat/completions`),
+//! streamed or not: OpenAI itself and the many servers that copy its format
+//! (llama.cpp, vLLM, Ollama, LM Studio, OpenRouter, …).
+//!
+//! The stream parser is lenient where those servers differ: tool-call
+//! chunks without `index`, a name repeated in every chunk, `finish_reason`
+//! `stop` on a reply with tool calls, a stream that ends without `[DONE]`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::http::{Exchange, Flow, WireError, is_json, snippet};
+use super::types::{
+    ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, Usage,
+};
+use super::{LlmError, LlmErrorKind, ProviderConfig};
+
+pub struct OpenAi {
+    name: String,
+    config: ProviderConfig,
+    client: reqwest::Client,
+}
+
+impl OpenAi {
+    pub fn new(config: ProviderConfig, client: reqwest::Client) -> OpenAi {
+        OpenAi {
+            name: config.name(),
+            config,
+            client,
+        }
+    }
+
+    /// `openai:MODEL`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        let exchange = Exchange::new(&self.name, self.config.timeout);
+        let url = format!(
+            "{}/chat/completions",
+            self.config.base_url.trim_end_matches('/')
+        );
+        let mut builder = self
+            .client
+            .post(url)
+            .json(&request_body(&self.config, request));
+        if let Some(key) = &self.config.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let response = exchange.send(builder).await?;
+        let mut acc = Accumulator::new(&self.name);
+        if self.config.stream && !is_json(&response) {
+            let mut events = exchange.events(response);
+            while let Some(event) = events.next().await? {
+                if acc.on_data(&event.data, &mut *on_delta)? == Flow::Done {
+                    break;
+                }
+            }
+        } else {
+            let reply: Completion = exchange.read_json(response).await?;
+            acc.on_completion(reply)?;
+            if self.config.stream && !acc.text.is_empty() {
+                on_delta(&acc.text); // the server ignored `stream: true`
+            }
+        }
+        acc.finish()
+    }
+}
+
+/// The request body.
+pub fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+    let mut body = json!({
+        "model": config.model,
+        "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
+    });
+    if !request.tools.is_empty() {
+        let tools = request.tools.iter().map(|tool| {
+            json!({
+                "type": "function",
+                "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+            })
+        });
+        body["tools"] = Value::Array(tools.collect());
+        body["tool_choice"] = json!(match request.tool_choice {
+            ToolChoice::Auto => "auto",
+            ToolChoice::Required => "required",
+            ToolChoice::None => "none",
+        });
+    }
+    if let Some(max) = request.max_tokens {
+        body["max_tokens"] = json!(max);
+    }
+    if config.stream {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    body
+}
+
+fn wire_message(message: &Message) -> Value {
+    match message {
+        Message::System { content } => json!({"role": "system", "content": content}),
+        Message::User { content } => json!({"role": "user", "content": content}),
+        Message::Assistant {
+            content,
+            tool_calls,
+        } if tool_calls.is_empty() => {
+            json!({"role": "assistant", "content": content})
+        }
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let calls = tool_calls.iter().map(|call| {
+                json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+            });
+            let content = if content.is_empty() {
+                Value::Null
+            } else {
+                json!(content)
+            };
+            json!({"role": "assistant", "content": content, "tool_calls": calls.collect::<Vec<_>>()})
+        }
+        Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+    }
+}
+
+// The reply's wire shapes. Everything is optional: servers differ, and send
+// `null` for what they leave out.
+
+/// A non-streamed reply.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Completion {
+    choices: Option<Vec<Choice>>,
+    usage: Option<WireUsage>,
+    error: Option<WireError>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Choice {
+    /// Streamed replies carry `delta`, whole ones `message`; same shape.
+    delta: Option<Delta>,
+    message: Option<Delta>,
+    finish_reason: Option<String>,
+}
+
+/// One streamed chunk.
+type Chunk = Completion;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Delta {
+    content: Option<String>,
+    tool_calls: Option<Vec<ToolCallDelta>>,
+    /// The legacy single function call.
+    function_call: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ToolCallDelta {
+    index: Option<usize>,
+    id: Option<String>,
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct FunctionDelta {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+/// Assembles a reply from streamed chunks (or from a whole reply).
+pub struct Accumulator {
+    candidate: String,
+    text: String,
+    /// Tool calls by index.
+    calls: BTreeMap<usize, ToolCall>,
+    finish_reason: Option<String>,
+    usage: Usage,
+    done: bool,
+}
+
+impl Accumulator {
+    pub fn new(candidate: &str) -> Accumulator {
+        Accumulator {
+            candidate: candidate.to_string(),
+            text: String::new(),
+            calls: BTreeMap::new(),
+            finish_reason: None,
+            usage: Usage::default(),
+            done: false,
+        }
+    }
+
+    /// Takes one SSE `data:` payload; [`Flow::Done`] after `[DONE]`.
+    pub fn on_data(&mut self, data: &str, on_delta: DeltaSink<'_>) -> Result<Flow, LlmError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(Flow::Done);
+        }
+        if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            let message = format!(
+                "a stream chunk is not the expected JSON ({e}): {}",
+                snippet(data, 80)
+            );
+            LlmError::new(&self.candidate, LlmErrorKind::Protocol, message)
+        })?;
+        if let Some(choice) = self.take_reply(chunk)? {
+            let delta = choice.delta.or(choice.message);
+            let content = delta.as_ref().and_then(|d| d.content.as_deref());
+            if let Some(content) = content.filter(|c| !c.is_empty()) {
+                on_delta(content);
+            }
+            self.on_choice(delta, choice.finish_reason, false);
+        }
+        Ok(Flow::More)
+    }
+
+    /// Takes a whole (non-streamed) reply.
+    fn on_completion(&mut self, reply: Completion) -> Result<(), LlmError> {
+        let Some(choice) = self.take_reply(reply)? else {
+            return Err(LlmError::new(
+                &self.candidate,
+                LlmErrorKind::Protocol,
+                "the reply has no choices",
+            ));
+        };
+        self.on_choice(choice.message.or(choice.delta), choice.finish_reason, true);
+        self.done = true;
+        Ok(())
+    }
+
+    /// The reply's usage and first choice, or the error it reports.
+    fn take_reply(&mut self, reply: Completion) -> Result<Option<Choice>, LlmError> {
+        if let Some(error) = reply.error {
+            return Err(error.into_error(&self.candidate));
+        }
+        if let Some(usage) = reply.usage {
+            self.usage.input_tokens = usage.prompt_tokens.unwrap_or(self.usage.input_tokens);
+            self.usage.output_tokens = usage.completion_tokens.unwrap_or(self.usage.output_tokens);
+        }
+        Ok(reply.choices.unwrap_or_default().into_iter().next())
+    }
+
+    /// `whole`: the calls are complete and in order, with or without `index`.
+    fn on_choice(&mut self, delta: Option<Delta>, finish_reason: Option<String>, whole: bool) {
+        if let Some(reason) = finish_reason.filter(|r| !r.is_empty()) {
+            self.finish_reason = Some(reason);
+        }
+        let Some(delta) = delta else { return };
+        if let Some(content) = delta.content {
+            self.text.push_str(&content);
+        }
+        for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
+            let index = if whole { Some(position) } else { call.index };
+            self.on_tool_call(index, call.id, call.function.unwrap_or_default());
+        }
+        if let Some(function) = delta.function_call {
+            self.on_tool_call(Some(0), None, function);
+        }
+    }
+
+    fn on_tool_call(&mut self, index: Option<usize>, id: Option<String>, function: FunctionDelta) {
+        let id = id.filter(|id| !id.is_empty());
+        let index = index.unwrap_or_else(|| {
+            // No index: the call with this id, a new call for a new id,
+            // else the latest call.
+            let by_id = id
+                .as_ref()
+                .and_then(|id| self.calls.iter().find(|(_, c)| &c.id == id));
+            match (by_id, &id, self.calls.last_key_value()) {
+                (Some((i, _)), _, _) => *i,
+                (None, Some(_), Some((last, _))) => last + 1,
+                (None, None, Some((last, _))) => *last,
+                (None, _, None) => 0,
+            }
+        });
+        let call = self.calls.entry(index).or_insert_with(|| ToolCall {
+            id: String::new(),
+            name: String::new(),
+            arguments: String::new(),
+        });
+        if let Some(id) = id.filter(|_| call.id.is_empty()) {
+            call.id = id;
+        }
+        // Some servers repeat the whole name in every chunk.
+        if let Some(name) = function.name.filter(|n| !n.is_empty() && *n != call.name) {
+            call.name.push_str(&name);
+        }
+        if let Some(arguments) = function.arguments {
+            call.arguments.push_str(&arguments);
+        }
+    }
+
+    /// The assembled reply. A stream that ended without `[DONE]` is accepted
+    /// only if it had a finish reason.
+    pub fn finish(self) -> Result<ChatResponse, LlmError> {
+        if !self.done && self.finish_reason.is_none() {
+            let message = "the stream ended before the reply was complete";
+            return Err(LlmError::new(
+                &self.candidate,
+                LlmErrorKind::Network,
+                message,
+            ));
+        }
+        let tool_calls: Vec<ToolCall> = (self.calls.into_iter())
+            .map(|(index, mut call)| {
+                if call.id.is_empty() {
+                    call.id = format!("call_{index}");
+                }
+                if call.arguments.trim().is_empty() {
+                    call.arguments = "{}".into();
+                }
+                call
+            })
+            .collect();
+        let said = (self.finish_reason).map(|r| match r.as_str() {
+            "function_call" => FinishReason::ToolCalls,
+            _ => FinishReason::from(r),
+        });
+        // Some servers say `stop` on a reply with tool calls.
+        let finish_reason = match said {
+            None | Some(FinishReason::Stop) if !tool_calls.is_empty() => FinishReason::ToolCalls,
+            None => FinishReason::Stop,
+            Some(reason) => reason,
+        };
+        Ok(ChatResponse {
+            text: self.text,
+            tool_calls,
+            finish_reason,
+            usage: self.usage,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ProviderKind;
+    use crate::llm::types::ToolDef;
+    use std::time::Duration;
+
+    fn config(stream: bool) -> ProviderConfig {
+        ProviderConfig {
+            kind: ProviderKind::OpenAi,
+            model: "gpt-test".into(),
+            base_url: "http://localhost:1/v1".into(),
+            api_key: None,
+            stream,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Feeds `data:` payloads until one says done; returns the reply (or
+    /// error) and the streamed text.
+    fn feed(payloads: &[&str]) -> (Result<ChatResponse, LlmError>, Vec<String>) {
+        let mut deltas = Vec::new();
+        let mut acc = Accumulator::new("openai:gpt-test");
+        let mut sink = |text: &str| deltas.push(text.to_string());
+        for data in payloads {
+            match acc.on_data(data, &mut sink) {
+                Ok(Flow::More) => {}
+                Ok(Flow::Done) => break,
+                Err(e) => return (Err(e), deltas),
+            }
+        }
+        (acc.finish(), deltas)
+    }
+
+    #[test]
+    fn request_body_sends_null_content_with_tool_calls() {
+        let request = ChatRequest {
+            messages: vec![
+                Message::system("be brief"),
+                Message::user("weather?"),
+                Message::Assistant {
+                    content: String::new(),
+                    tool_calls: vec![ToolCall {
+                        id: "call_1".into(),
+                        name: "weather".into(),
+                        arguments: r#"{"city":"Oslo"}"#.into(),
+                    }],
+                },
+                Message::Tool {
+                    tool_call_id: "call_1".into(),
+                    name: "weather".into(),
+                    content: "no such city".into(),
+                    is_error: true,
+                },
+            ],
+            tools: vec![ToolDef {
+                name: "weather".into(),
+                description: "Current weather".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            tool_choice: ToolChoice::Required,
+            max_tokens: Some(100),
+        };
+        let body = request_body(&config(true), &request);
+        assert_eq!(
+            body,
+            json!({
+                "model": "gpt-test",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "weather?"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "no such city"},
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "weather", "description": "Current weather", "parameters": {"type": "object"}}}],
+                "tool_choice": "required",
+                "max_tokens": 100,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            })
+        );
+    }
+
+    #[test]
+    fn request_body_leaves_out_what_is_unset() {
+        let request = ChatRequest {
+            messages: vec![
+                Message::user("hi"),
+                Message::Assistant {
+                    content: String::new(),
+                    tool_calls: vec![],
+                },
+            ],
+            tool_choice: ToolChoice::None,
+            ..ChatRequest::default()
+        };
+        let body = request_body(&config(false), &request);
+        assert_eq!(
+            body,
+            json!({"model": "gpt-test", "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": ""},
+            ]})
+        );
+    }
+
+    #[test]
+    fn stream_assembles_text_tool_calls_and_usage() {
+        let (reply, deltas) = feed(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me "},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"check."}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"weather","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"time","arguments":"{\"tz\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Oslo\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"UTC\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}"#,
+            "[DONE]",
+            r#"{"choices":[{"delta":{"content":"after done"}}]}"#,
+        ]);
+        let reply = reply.unwrap();
+        assert_eq!(deltas, ["Let me ", "check."]);
+        assert_eq!(reply.text, "Let me check.");
+        assert_eq!(
+            reply.tool_calls,
+            [
+                ToolCall {
+                    id: "call_a".into(),
+                    name: "weather".into(),
+                    arguments: r#"{"city":"Oslo"}"#.into()
+                },
+                ToolCall {
+                    id: "call_b".into(),
+                    name: "time".into(),
+                    arguments: r#"{"tz":"UTC"}"#.into()
+                },
+            ]
+        );
+        assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            reply.usage,
+            Usage {
+                input_tokens: 12,
+                output_tokens: 34
+            }
+        );
+    }
+
+    #[test]
+    fn repeated_names_and_missing_index_are_tolerated() {
+        let (reply, _) = feed(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c1","function":{"name":"weather","arguments":"{\"ci"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c1","function":{"name":"weather","arguments":"ty\":1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":null,"content":null},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        let reply = reply.unwrap();
+        assert_eq!(
+            reply.tool_calls,
+            [ToolCall {
+                id: "c1".into(),
+                name: "weather".into(),
+                arguments: r#"{"city":1}"#.into()
+            }]
+        );
+        // "stop" with tool calls means tool calls.
+        assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
+    }
+
+    #[test]
+    fn a_call_without_id_or_arguments_gets_defaults() {
+        let (reply, _) = feed(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"now"}}]},"finish_reason":"function_call"}]}"#,
+            "[DONE]",
+        ]);
+        let reply = reply.unwrap();
+        assert_eq!(
+            reply.tool_calls,
+            [ToolCall {
+                id: "call_0".into(),
+                name: "now".into(),
+                arguments: "{}".into()
+            }]
+        );
+        assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
+    }
+
+    #[test]
+    fn finish_reasons_are_mapped() {
+        for (said, expected) in [
+            ("stop", FinishReason::Stop),
+            ("length", FinishReason::Length),
+            ("content_filter", FinishReason::ContentFilter),
+            ("eos", FinishReason::Other("eos".into())),
+        ] {
+            let chunk = format!(
+                r#"{{"choices":[{{"delta":{{"content":"x"}},"finish_reason":"{said}"}}]}}"#
+            );
+            let (reply, _) = feed(&[&chunk, "[DONE]"]);
+            assert_eq!(reply.unwrap().finish_reason, expected, "{said}");
+        }
+    }
+
+    #[test]
+    fn malformed_json_is_a_protocol_error() {
+        let (reply, _) = feed(&[
+            r#"{"choices":[{"delta":{"content":"hi"}}]}"#,
+            "{not json at all",
+        ]);
+        let error = reply.unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Protocol);
+        assert!(
+            error.message.contains("{not json at all"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn a_stream_that_ends_early_is_a_network_error() {
+        let (reply, deltas) = feed(&[r#"{"choices":[{"delta":{"content":"Hel"}}]}"#]);
+        let error = reply.unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Network);
+        assert_eq!(
+            error.message,
+            "the stream ended before the reply was complete"
+        );
+        assert_eq!(deltas, ["Hel"]);
+        // Without [DONE] but with a finish reason: accepted.
+        let (reply, _) =
+            feed(&[r#"{"choices":[{"delta":{"content":"Hi"},"finish_reason":"stop"}]}"#]);
+        assert_eq!(reply.unwrap().text, "Hi");
+    }
+
+    #[test]
+    fn an_error_inside_the_stream_is_reported() {
+        let (reply, _) = feed(&[
+            r#"{"error":{"message":"Server overloaded","type":"server_error","code":null}}"#,
+        ]);
+        let error = reply.unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Overloaded);
+        assert!(
+            error.message.contains("Server overloaded"),
+            "{}",
+            error.message
+        );
+        let (reply, _) =
+            feed(&[r#"{"error":{"message":"context too long","type":"invalid_request_error"}}"#]);
+        assert_eq!(reply.unwrap_err().kind, LlmErrorKind::Protocol);
+    }
+
+    #[test]
+    fn a_whole_reply_is_parsed() {
+        let reply: Completion = serde_json::from_str(
+            r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,
+                "tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},
+                              {"id":"b","type":"function","function":{"name":"g","arguments":"{\"x\":1}"}}]},
+                "finish_reason":"tool_calls"}],
+                "usage":{"prompt_tokens":5,"completion_tokens":7}}"#,
+        )
+        .unwrap();
+        let mut acc = Accumulator::new("openai:gpt-test");
+        acc.on_completion(reply).unwrap();
+        let reply = acc.finish().unwrap();
+        assert_eq!(reply.text, "");
+        assert_eq!(reply.tool_calls.len(), 2);
+        assert_eq!(reply.tool_calls[1].name, "g");
+        assert_eq!(reply.tool_calls[1].arguments, r#"{"x":1}"#);
+        assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            reply.usage,
+            Usage {
+                input_tokens: 5,
+                output_tokens: 7
+            }
+        );
+
+        let mut acc = Accumulator::new("openai:gpt-test");
+        let empty: Completion = serde_json::from_str(r#"{"choices":[]}"#).unwrap();
+        assert_eq!(
+            acc.on_completion(empty).unwrap_err().kind,
+            LlmErrorKind::Protocol
+        );
+    }
+}

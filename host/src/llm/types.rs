@@ -1,0 +1,147 @@
+//! The provider-neutral shape of a chat: messages, tool calls, a request and
+//! a reply. Each provider translates these to and from its wire format.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One message of a conversation, as kept in a session's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
+    Assistant {
+        #[serde(default)]
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call, answering the call with the same id.
+    Tool {
+        tool_call_id: String,
+        name: String,
+        content: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+impl Message {
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::User {
+            content: content.into(),
+        }
+    }
+
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::System {
+            content: content.into(),
+        }
+    }
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments exactly as the model wrote them: a JSON object's text,
+    /// or whatever the model produced (checked before the tool runs).
+    pub arguments: String,
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// Whether the model may, must or must not call tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    #[default]
+    Auto,
+    Required,
+    None,
+}
+
+/// One call to a model.
+#[derive(Debug, Clone, Default)]
+pub struct ChatRequest {
+    /// The conversation; a leading `System` message is the system prompt.
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolDef>,
+    pub tool_choice: ToolChoice,
+    /// Most tokens in the reply; providers that require a value use 4096.
+    pub max_tokens: Option<u32>,
+}
+
+/// Why the model stopped. Serialized as a plain string (`"tool_calls"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    /// A value this host does not know, kept as the server sent it.
+    Other(String),
+}
+
+impl From<FinishReason> for String {
+    fn from(reason: FinishReason) -> String {
+        match reason {
+            FinishReason::Stop => "stop".into(),
+            FinishReason::ToolCalls => "tool_calls".into(),
+            FinishReason::Length => "length".into(),
+            FinishReason::ContentFilter => "content_filter".into(),
+            FinishReason::Other(other) => other,
+        }
+    }
+}
+
+impl From<String> for FinishReason {
+    fn from(reason: String) -> FinishReason {
+        match reason.as_str() {
+            "stop" => FinishReason::Stop,
+            "tool_calls" => FinishReason::ToolCalls,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            _ => FinishReason::Other(reason),
+        }
+    }
+}
+
+/// Tokens as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// The model's whole reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+}
+
+/// Receives text as it streams in; called zero or more times per request.
+pub type DeltaSink<'a> = &'a mut (dyn FnMut(&str) + Send);

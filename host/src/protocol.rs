@@ -1,0 +1,197 @@
+//! The wire types: Ops in, Events out.
+//!
+//! Every front end (the CLI, the HTTP API, tests) talks to the core only by
+//! submitting [`Op`]s and reading [`Event`]s. This module is serde-only: no
+//! behaviour lives here, so the JSON shape is easy to review in one place.
+//!
+//! An event serializes as one flat JSON object:
+//!
+//! ```json
+//! {"seq":7,"time":"2026-11-30T18:00:00.123Z","session":"s1","turn_id":"t-…",
+//!  "parent_turn_id":null,"type":"tool_call_end","call_id":"c1","tool":"calculate",
+//!  "ok":true,"output":"42","duration_ms":0.41}
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::llm::{FinishReason, Usage};
+
+/// A request to the core.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Op {
+    /// A user message for a session: starts a turn.
+    UserMessage { session: String, content: String },
+    /// A message for the turn running on a session: taken in before its next
+    /// model call.
+    Steer { session: String, content: String },
+    /// Stops a turn, named by its session or its id.
+    Interrupt { target: Target, mode: InterruptMode },
+}
+
+/// Which turn a control operation is for: never "the active turn".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Session(String),
+    Turn(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptMode {
+    /// Finish running tools, then one last answer without tools.
+    Graceful,
+    /// Cancel at once; the turn leaves no history.
+    Hard,
+}
+
+/// One event, with the envelope every event carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Monotonic over the host's lifetime (and across restarts: it continues
+    /// from the event log).
+    pub seq: u64,
+    /// RFC 3339, UTC, milliseconds.
+    pub time: String,
+    /// Null for host-wide events (plugins loaded or unloaded).
+    pub session: Option<String>,
+    pub turn_id: Option<String>,
+    /// Null for a top-level turn.
+    pub parent_turn_id: Option<String>,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// What happened. `type` in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventBody {
+    TurnBegin {
+        /// The user message that started the turn.
+        input: String,
+    },
+    TurnEnd {
+        status: TurnStatus,
+        /// Why it ended: `final_answer`, `max_iterations`, or the error.
+        reason: String,
+        iterations: u32,
+        usage: Usage,
+        /// The final answer (completed turns).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+    },
+    LlmRequest {
+        iteration: u32,
+        /// The first candidate that will be tried, `provider:model`.
+        model: String,
+        messages: usize,
+        tools: usize,
+    },
+    LlmDelta {
+        iteration: u32,
+        text: String,
+    },
+    LlmResponse {
+        iteration: u32,
+        /// The candidate that answered.
+        model: String,
+        text: String,
+        tool_calls: Vec<ToolCallInfo>,
+        finish_reason: FinishReason,
+        usage: Usage,
+        duration_ms: f64,
+    },
+    LlmRetry {
+        iteration: u32,
+        /// The candidate that failed.
+        model: String,
+        /// 1 for the first retry of this candidate.
+        attempt: u32,
+        error: String,
+        /// The candidate tried next: the same one after `delay_ms`, or the
+        /// next in the chain.
+        next_model: String,
+        delay_ms: u64,
+        /// Text already streamed for the failed attempt is void.
+        discard_partial: bool,
+    },
+    ToolCallBegin {
+        call_id: String,
+        tool: String,
+        arguments: String,
+    },
+    ToolCallEnd {
+        call_id: String,
+        tool: String,
+        ok: bool,
+        /// The tool's result (ok) or the error text the model is shown.
+        output: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_kind: Option<crate::plugin::ErrorKind>,
+        duration_ms: f64,
+    },
+    ToolCallSkipped {
+        call_id: String,
+        tool: String,
+        reason: String,
+    },
+    PluginLoaded {
+        plugin: String,
+        tools: Vec<String>,
+    },
+    PluginFailed {
+        plugin: String,
+        file: String,
+        error: String,
+    },
+    PluginUnloaded {
+        plugin: String,
+    },
+}
+
+impl EventBody {
+    /// The `type` string.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::TurnBegin { .. } => "turn_begin",
+            EventBody::TurnEnd { .. } => "turn_end",
+            EventBody::LlmRequest { .. } => "llm_request",
+            EventBody::LlmDelta { .. } => "llm_delta",
+            EventBody::LlmResponse { .. } => "llm_response",
+            EventBody::LlmRetry { .. } => "llm_retry",
+            EventBody::ToolCallBegin { .. } => "tool_call_begin",
+            EventBody::ToolCallEnd { .. } => "tool_call_end",
+            EventBody::ToolCallSkipped { .. } => "tool_call_skipped",
+            EventBody::PluginLoaded { .. } => "plugin_loaded",
+            EventBody::PluginFailed { .. } => "plugin_failed",
+            EventBody::PluginUnloaded { .. } => "plugin_unloaded",
+        }
+    }
+}
+
+/// A tool call as shown in `llm_response`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallInfo {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Completed,
+    Aborted,
+    Error,
+}
+
+impl TurnStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Completed => "completed",
+            TurnStatus::Aborted => "aborted",
+            TurnStatus::Error => "error",
+        }
+    }
+}

@@ -1,0 +1,865 @@
+//! The session store: one SQLite file (`sessions.db` under the wasmclaw home)
+//! that keeps
+//!
+//! - each session's **history**: its messages, one row per [`Message`], in
+//!   order, each tagged with the turn that wrote it;
+//! - each session's **turns**: one row per finished turn, whatever its status
+//!   ([`TurnRecord`]);
+//! - the **event log**: every [`Event`] the bus published, keyed by its `seq`
+//!   (written in batches by [`EventLog`]), so numbering continues across a
+//!   restart ([`Store::last_seq`]).
+//!
+//! # The atomic-turn rule
+//!
+//! A turn's messages reach the history only when the turn ends, together with
+//! the turn's row, in one transaction ([`Store::commit_turn`]). A turn that is
+//! aborted or fails passes no messages: its row is recorded and the history is
+//! exactly what it was before the turn began. Nothing ever writes half a turn.
+//!
+//! # The file
+//!
+//! The database runs in WAL mode with `synchronous=NORMAL`, a 5 s busy timeout
+//! and foreign keys on. Its schema is versioned with `PRAGMA user_version`:
+//! `MIGRATIONS` is applied in order, the pending ones in one transaction.
+//! SQLite work is blocking, so every async method runs it on the blocking pool.
+
+mod event_log;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rusqlite::ToSql;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, Type, ValueRef};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+
+pub use event_log::EventLog;
+
+use crate::llm::{Message, Usage};
+use crate::protocol::{Event, TurnStatus};
+
+/// The schema, one step per entry; entry `i` takes `user_version` from `i` to
+/// `i + 1`. Never edit a released step: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions, turns, messages, events.
+    "CREATE TABLE sessions (
+        key        TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    ) STRICT;
+
+    CREATE TABLE turns (
+        id             TEXT PRIMARY KEY,
+        session        TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+        parent_turn_id TEXT,
+        input          TEXT NOT NULL,
+        status         TEXT NOT NULL CHECK (status IN ('completed', 'aborted', 'error')),
+        reason         TEXT NOT NULL,
+        iterations     INTEGER NOT NULL,
+        input_tokens   INTEGER NOT NULL,
+        output_tokens  INTEGER NOT NULL,
+        started_at     TEXT NOT NULL,
+        ended_at       TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX turns_by_session ON turns (session, started_at);
+
+    CREATE TABLE messages (
+        session TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+        idx     INTEGER NOT NULL,
+        turn_id TEXT NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+        json    TEXT NOT NULL,
+        PRIMARY KEY (session, idx)
+    ) STRICT, WITHOUT ROWID;
+    CREATE INDEX messages_by_turn ON messages (turn_id);
+
+    CREATE TABLE events (
+        seq     INTEGER PRIMARY KEY,
+        session TEXT,
+        turn_id TEXT,
+        type    TEXT NOT NULL,
+        json    TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX events_by_session ON events (session, seq);",
+];
+
+/// One finished turn, as the turns table keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnRecord {
+    pub id: String,
+    pub session: String,
+    pub parent_turn_id: Option<String>,
+    /// The user message that started the turn.
+    pub input: String,
+    pub status: TurnStatus,
+    /// Why it ended: `final_answer`, `max_iterations`, or the error.
+    pub reason: String,
+    pub iterations: u32,
+    pub usage: Usage,
+    /// RFC 3339, as given.
+    pub started_at: String,
+    /// RFC 3339, as given.
+    pub ended_at: String,
+}
+
+/// A session as listed by [`Store::sessions`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionInfo {
+    pub key: String,
+    /// Messages in its history.
+    pub messages: u64,
+    /// Turns recorded, whatever their status.
+    pub turns: u64,
+    /// The end of its latest turn (RFC 3339).
+    pub updated_at: String,
+}
+
+/// The session store. Cheap to clone: clones share one connection.
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store at `path`, creating its folder, and brings
+    /// its schema up to date.
+    pub fn open(path: &Path) -> Result<Store> {
+        Store::open_file(path)
+            .with_context(|| format!("opening the session store {}", path.display()))
+    }
+
+    fn open_file(path: &Path) -> Result<Store> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        Store::setup(Connection::open(path)?)
+    }
+
+    /// A store that lives and dies with the process (tests, throwaway runs).
+    pub fn open_in_memory() -> Result<Store> {
+        Connection::open_in_memory()
+            .map_err(anyhow::Error::from)
+            .and_then(Store::setup)
+            .context("opening an in-memory session store")
+    }
+
+    fn setup(mut conn: Connection) -> Result<Store> {
+        conn.busy_timeout(Duration::from_secs(5))?;
+        // An in-memory database answers "memory"; that is fine.
+        let _mode: String =
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        migrate(&mut conn)?;
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs `f` on the connection on the blocking pool.
+    async fn with_conn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || f(&mut lock(&conn)))
+            .await
+            .context("the session store's worker failed")?
+    }
+
+    /// A session's history, in order; empty for a session never seen.
+    pub async fn history(&self, session: &str) -> Result<Vec<Message>> {
+        let key = session.to_string();
+        self.with_conn(move |conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT idx, json FROM messages WHERE session = ?1 ORDER BY idx")?;
+            let rows = stmt.query_map([&key], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            })?;
+            let mut messages = Vec::new();
+            for row in rows {
+                let (idx, json) = row?;
+                let message = serde_json::from_str(&json)
+                    .with_context(|| format!("message {idx} is not a valid message"))?;
+                messages.push(message);
+            }
+            Ok(messages)
+        })
+        .await
+        .with_context(|| format!("reading the history of session {session}"))
+    }
+
+    /// Ends a turn atomically: in ONE transaction, appends `messages` after
+    /// the session's existing ones (creating the session row if needed) and
+    /// inserts the turn row. An aborted or errored turn passes no messages:
+    /// its row is recorded and the history is untouched.
+    ///
+    /// Fails (writing nothing) if a turn with this id was already committed.
+    pub async fn commit_turn(&self, turn: &TurnRecord, messages: &[Message]) -> Result<()> {
+        let jsons = messages
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<serde_json::Result<Vec<String>>>()?;
+        let turn = turn.clone();
+        let (id, session) = (turn.id.clone(), turn.session.clone());
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "INSERT INTO sessions (key, created_at, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
+                params![turn.session, turn.started_at, turn.ended_at],
+            )?;
+            tx.execute(
+                "INSERT INTO turns (id, session, parent_turn_id, input, status, reason, iterations,
+                                    input_tokens, output_tokens, started_at, ended_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    turn.id,
+                    turn.session,
+                    turn.parent_turn_id,
+                    turn.input,
+                    turn.status.as_str(),
+                    turn.reason,
+                    turn.iterations,
+                    U64(turn.usage.input_tokens),
+                    U64(turn.usage.output_tokens),
+                    turn.started_at,
+                    turn.ended_at,
+                ],
+            )?;
+            if !jsons.is_empty() {
+                let next: i64 = tx.query_row(
+                    "SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1",
+                    [&turn.session],
+                    |row| row.get(0),
+                )?;
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
+                )?;
+                for (idx, json) in (next..).zip(&jsons) {
+                    insert.execute(params![turn.session, idx, turn.id, json])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+        .with_context(|| format!("saving turn {id} of session {session}"))
+    }
+
+    /// A session's turns, in order of start.
+    pub async fn turns(&self, session: &str) -> Result<Vec<TurnRecord>> {
+        let key = session.to_string();
+        self.with_conn(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, session, parent_turn_id, input, status, reason, iterations,
+                        input_tokens, output_tokens, started_at, ended_at
+                 FROM turns WHERE session = ?1 ORDER BY started_at, rowid",
+            )?;
+            let rows = stmt.query_map([&key], |row| {
+                let status: String = row.get(4)?;
+                Ok(TurnRecord {
+                    id: row.get(0)?,
+                    session: row.get(1)?,
+                    parent_turn_id: row.get(2)?,
+                    input: row.get(3)?,
+                    status: parse_status(&status).ok_or_else(|| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            4,
+                            Type::Text,
+                            format!("unknown turn status {status:?}").into(),
+                        )
+                    })?,
+                    reason: row.get(5)?,
+                    iterations: row.get(6)?,
+                    usage: Usage {
+                        input_tokens: row.get::<_, U64>(7)?.0,
+                        output_tokens: row.get::<_, U64>(8)?.0,
+                    },
+                    started_at: row.get(9)?,
+                    ended_at: row.get(10)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+        .with_context(|| format!("reading the turns of session {session}"))
+    }
+
+    /// Every session, most recently updated first.
+    pub async fn sessions(&self) -> Result<Vec<SessionInfo>> {
+        self.with_conn(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT s.key, s.updated_at,
+                        (SELECT count(*) FROM messages m WHERE m.session = s.key),
+                        (SELECT count(*) FROM turns t WHERE t.session = s.key)
+                 FROM sessions s ORDER BY s.updated_at DESC, s.key",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                Ok(SessionInfo {
+                    key: row.get(0)?,
+                    updated_at: row.get(1)?,
+                    messages: row.get::<_, U64>(2)?.0,
+                    turns: row.get::<_, U64>(3)?.0,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+        .context("listing sessions")
+    }
+
+    /// The highest event `seq` stored, 0 if none. Blocks briefly: meant for
+    /// start-up, to number new events after the stored ones.
+    pub fn last_seq(&self) -> Result<u64> {
+        let conn = lock(&self.conn);
+        let seq: Option<U64> = conn
+            .query_row("SELECT max(seq) FROM events", [], |row| row.get(0))
+            .optional()
+            .context("reading the last event seq")?
+            .flatten();
+        Ok(seq.map_or(0, |seq| seq.0))
+    }
+
+    /// Stores events in one transaction. An event whose `seq` is already
+    /// stored is skipped, so a replay does not fail.
+    pub async fn append_events(&self, events: &[Arc<Event>]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let events = events.to_vec();
+        let count = events.len();
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO events (seq, session, turn_id, type, json)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?;
+                for event in &events {
+                    let json = serde_json::to_string(&**event)
+                        .with_context(|| format!("serializing event {}", event.seq))?;
+                    insert.execute(params![
+                        U64(event.seq),
+                        event.session,
+                        event.turn_id,
+                        event.body.kind(),
+                        json,
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+        .with_context(|| format!("writing {count} events to the event log"))
+    }
+
+    /// Up to `limit` stored events with `seq > after_seq`, in ascending
+    /// `seq`: every event, or only those of one session (host-wide events
+    /// have no session and are then left out).
+    pub async fn events(
+        &self,
+        session: Option<&str>,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>> {
+        let key = session.map(str::to_string);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with_conn(move |conn| {
+            let mut stmt = match key {
+                Some(_) => conn.prepare_cached(
+                    "SELECT seq, json FROM events WHERE session = ?1 AND seq > ?2
+                     ORDER BY seq LIMIT ?3",
+                )?,
+                // ?1 (no session) is bound but unused.
+                None => conn.prepare_cached(
+                    "SELECT seq, json FROM events WHERE seq > ?2 ORDER BY seq LIMIT ?3",
+                )?,
+            };
+            let rows = stmt.query_map(params![key, U64(after_seq), limit], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            })?;
+            let mut events = Vec::new();
+            for row in rows {
+                let (seq, json) = row?;
+                let event = serde_json::from_str(&json)
+                    .with_context(|| format!("event {seq} is not a valid event"))?;
+                events.push(event);
+            }
+            Ok(events)
+        })
+        .await
+        .context("reading the event log")
+    }
+}
+
+/// The connection, even if a panic poisoned the lock: a panicking closure's
+/// transaction was rolled back when it unwound.
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A `u64` as SQLite's signed 64-bit integer; out of range is an error
+/// either way (rusqlite's own `u64` support is behind a feature).
+struct U64(u64);
+
+impl ToSql for U64 {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        let value = i64::try_from(self.0)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        Ok(ToSqlOutput::from(value))
+    }
+}
+
+impl FromSql for U64 {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<U64> {
+        let value = value.as_i64()?;
+        u64::try_from(value)
+            .map(U64)
+            .map_err(|_| FromSqlError::OutOfRange(value))
+    }
+}
+
+fn parse_status(status: &str) -> Option<TurnStatus> {
+    match status {
+        "completed" => Some(TurnStatus::Completed),
+        "aborted" => Some(TurnStatus::Aborted),
+        "error" => Some(TurnStatus::Error),
+        _ => None,
+    }
+}
+
+/// Brings the schema to the last version of [`MIGRATIONS`].
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let target = MIGRATIONS.len();
+    let version = |conn: &Connection| -> Result<usize> {
+        let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        Ok(usize::try_from(version)?)
+    };
+    let current = version(conn)?;
+    anyhow::ensure!(
+        current <= target,
+        "its schema version is {current}, newer than this wasmclaw knows ({target})"
+    );
+    if current == target {
+        return Ok(());
+    }
+    // Take the write lock before looking again: another process may have
+    // migrated in between.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let current = version(&tx)?;
+    for (step, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        tx.execute_batch(sql)
+            .with_context(|| format!("migrating the schema to version {}", step + 1))?;
+    }
+    if current < target {
+        tx.pragma_update(None, "user_version", i64::try_from(target)?)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{FinishReason, ToolCall};
+    use crate::plugin::ErrorKind;
+    use crate::protocol::{EventBody, ToolCallInfo};
+
+    pub(super) fn turn(
+        session: &str,
+        id: &str,
+        status: TurnStatus,
+        started_at: &str,
+    ) -> TurnRecord {
+        TurnRecord {
+            id: id.to_string(),
+            session: session.to_string(),
+            parent_turn_id: None,
+            input: format!("input of {id}"),
+            status,
+            reason: match status {
+                TurnStatus::Completed => "final_answer".to_string(),
+                _ => "something failed".to_string(),
+            },
+            iterations: 2,
+            usage: Usage {
+                input_tokens: 20,
+                output_tokens: 10,
+            },
+            started_at: started_at.to_string(),
+            ended_at: started_at.replace(".000Z", ".500Z"),
+        }
+    }
+
+    pub(super) fn event(seq: u64, session: Option<&str>, body: EventBody) -> Arc<Event> {
+        Arc::new(Event {
+            seq,
+            time: "2026-11-30T18:00:00.123Z".to_string(),
+            session: session.map(str::to_string),
+            turn_id: session.map(|s| format!("t-{s}")),
+            parent_turn_id: None,
+            body,
+        })
+    }
+
+    pub(super) fn delta(seq: u64, session: Option<&str>) -> Arc<Event> {
+        event(
+            seq,
+            session,
+            EventBody::LlmDelta {
+                iteration: 1,
+                text: format!("text {seq}"),
+            },
+        )
+    }
+
+    fn every_variant() -> Vec<Message> {
+        vec![
+            Message::system("You are terse."),
+            Message::user("What is 40 + 2? ünïcödé \"quoted\"\n"),
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![
+                    ToolCall {
+                        id: "c1".into(),
+                        name: "add".into(),
+                        arguments: r#"{"a":40,"b":2}"#.into(),
+                    },
+                    ToolCall {
+                        id: "c2".into(),
+                        name: "echo".into(),
+                        arguments: "not json".into(),
+                    },
+                ],
+            },
+            Message::Tool {
+                tool_call_id: "c1".into(),
+                name: "add".into(),
+                content: "42".into(),
+                is_error: false,
+            },
+            Message::Tool {
+                tool_call_id: "c2".into(),
+                name: "echo".into(),
+                content: "invalid arguments".into(),
+                is_error: true,
+            },
+            Message::Assistant {
+                content: "The sum is 42.".into(),
+                tool_calls: Vec::new(),
+            },
+        ]
+    }
+
+    #[tokio::test]
+    async fn commit_then_history_round_trips_every_message_variant() {
+        let store = Store::open_in_memory().unwrap();
+        assert_eq!(store.history("s").await.unwrap(), []);
+        let record = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        store.commit_turn(&record, &every_variant()).await.unwrap();
+        assert_eq!(store.history("s").await.unwrap(), every_variant());
+        assert_eq!(
+            store.turns("s").await.unwrap(),
+            std::slice::from_ref(&record)
+        );
+
+        // The next turn's messages go after the first turn's.
+        let second = turn("s", "t2", TurnStatus::Completed, "2026-01-01T00:00:02.000Z");
+        store
+            .commit_turn(&second, &[Message::user("again"), Message::system("note")])
+            .await
+            .unwrap();
+        let mut expected = every_variant();
+        expected.extend([Message::user("again"), Message::system("note")]);
+        assert_eq!(store.history("s").await.unwrap(), expected);
+        assert_eq!(store.turns("s").await.unwrap(), [record, second]);
+    }
+
+    #[tokio::test]
+    async fn an_aborted_or_failed_turn_leaves_the_history_but_is_recorded() {
+        let store = Store::open_in_memory().unwrap();
+        let done = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        store
+            .commit_turn(&done, &[Message::user("hi"), Message::system("hello")])
+            .await
+            .unwrap();
+        let before = store.history("s").await.unwrap();
+
+        let aborted = turn("s", "t2", TurnStatus::Aborted, "2026-01-01T00:00:02.000Z");
+        store.commit_turn(&aborted, &[]).await.unwrap();
+        let mut failed = turn("s", "t3", TurnStatus::Error, "2026-01-01T00:00:03.000Z");
+        failed.parent_turn_id = Some("t1".into());
+        store.commit_turn(&failed, &[]).await.unwrap();
+
+        assert_eq!(store.history("s").await.unwrap(), before);
+        let turns = store.turns("s").await.unwrap();
+        assert_eq!(turns, [done, aborted, failed]);
+
+        // A turn committed twice is refused whole: no message of it is kept.
+        let again = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:04.000Z");
+        let err = store
+            .commit_turn(&again, &[Message::user("dup")])
+            .await
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("saving turn t1 of session s"),
+            "{err:#}"
+        );
+        assert_eq!(store.history("s").await.unwrap(), before);
+        assert_eq!(store.turns("s").await.unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn turns_are_listed_in_order_of_start() {
+        let store = Store::open_in_memory().unwrap();
+        // A sub-turn starts after its parent but ends (and commits) first.
+        let parent = turn(
+            "s",
+            "parent",
+            TurnStatus::Completed,
+            "2026-01-01T00:00:01.000Z",
+        );
+        let mut child = turn(
+            "s",
+            "child",
+            TurnStatus::Completed,
+            "2026-01-01T00:00:02.000Z",
+        );
+        child.parent_turn_id = Some("parent".into());
+        store.commit_turn(&child, &[]).await.unwrap();
+        store.commit_turn(&parent, &[]).await.unwrap();
+        let ids: Vec<String> = store
+            .turns("s")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(ids, ["parent", "child"]);
+    }
+
+    #[tokio::test]
+    async fn two_sessions_stay_separate() {
+        let store = Store::open_in_memory().unwrap();
+        let a = turn("a", "ta", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        let b = turn("b", "tb", TurnStatus::Completed, "2026-01-01T00:00:02.000Z");
+        store
+            .commit_turn(&a, &[Message::user("for a")])
+            .await
+            .unwrap();
+        store
+            .commit_turn(&b, &[Message::user("for b"), Message::system("b2")])
+            .await
+            .unwrap();
+        let b_aborted = turn("b", "tb2", TurnStatus::Aborted, "2026-01-01T00:00:03.000Z");
+        store.commit_turn(&b_aborted, &[]).await.unwrap();
+
+        assert_eq!(store.history("a").await.unwrap(), [Message::user("for a")]);
+        assert_eq!(
+            store.history("b").await.unwrap(),
+            [Message::user("for b"), Message::system("b2")]
+        );
+        assert_eq!(store.turns("a").await.unwrap(), [a]);
+        assert_eq!(store.turns("b").await.unwrap().len(), 2);
+        assert_eq!(store.history("c").await.unwrap(), []);
+        assert_eq!(store.turns("c").await.unwrap(), []);
+
+        assert_eq!(
+            store.sessions().await.unwrap(),
+            [
+                SessionInfo {
+                    key: "b".into(),
+                    messages: 2,
+                    turns: 2,
+                    updated_at: "2026-01-01T00:00:03.500Z".into(),
+                },
+                SessionInfo {
+                    key: "a".into(),
+                    messages: 1,
+                    turns: 1,
+                    updated_at: "2026-01-01T00:00:01.500Z".into(),
+                },
+            ]
+        );
+        // A new turn on "a" makes it the most recent.
+        let a2 = turn(
+            "a",
+            "ta2",
+            TurnStatus::Completed,
+            "2026-01-01T00:00:04.000Z",
+        );
+        store
+            .commit_turn(&a2, &[Message::user("a again")])
+            .await
+            .unwrap();
+        let keys: Vec<String> = store
+            .sessions()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.key)
+            .collect();
+        assert_eq!(keys, ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn reopening_the_file_keeps_history_turns_and_last_seq() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("home").join("nested").join("sessions.db");
+        let record = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        {
+            let store = Store::open(&path).unwrap();
+            assert_eq!(store.last_seq().unwrap(), 0);
+            store.commit_turn(&record, &every_variant()).await.unwrap();
+            store
+                .append_events(&[delta(1, Some("s")), delta(2, None), delta(3, Some("s"))])
+                .await
+                .unwrap();
+            assert_eq!(store.last_seq().unwrap(), 3);
+        }
+        // The restart.
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.last_seq().unwrap(), 3);
+        assert_eq!(store.history("s").await.unwrap(), every_variant());
+        assert_eq!(store.turns("s").await.unwrap(), [record]);
+        assert_eq!(store.events(None, 0, 10).await.unwrap().len(), 3);
+
+        let conn = lock(&store.conn);
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: bool = conn
+            .pragma_query_value(None, "foreign_keys", |r| r.get(0))
+            .unwrap();
+        assert!(fk);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_newer_schemas_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, "not a folder").unwrap();
+        let path = blocker.join("sessions.db");
+        let err = Store::open(&path).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with(&format!("opening the session store {}: ", path.display())),
+            "{text}"
+        );
+
+        let path = dir.path().join("newer.db");
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        let text = format!("{:#}", Store::open(&path).unwrap_err());
+        assert!(text.contains("schema version is 99"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn events_round_trip_and_filter() {
+        let store = Store::open_in_memory().unwrap();
+        assert_eq!(store.last_seq().unwrap(), 0);
+        let events = vec![
+            event(1, Some("s1"), EventBody::TurnBegin { input: "hi".into() }),
+            event(
+                2,
+                None,
+                EventBody::PluginLoaded {
+                    plugin: "echo".into(),
+                    tools: vec!["echo".into()],
+                },
+            ),
+            event(
+                3,
+                Some("s2"),
+                EventBody::LlmResponse {
+                    iteration: 1,
+                    model: "openai:m".into(),
+                    text: String::new(),
+                    tool_calls: vec![ToolCallInfo {
+                        id: "c1".into(),
+                        name: "add".into(),
+                        arguments: "{}".into(),
+                    }],
+                    finish_reason: FinishReason::Other("weird".into()),
+                    usage: Usage {
+                        input_tokens: 5,
+                        output_tokens: 7,
+                    },
+                    duration_ms: 12.345,
+                },
+            ),
+            event(
+                4,
+                Some("s1"),
+                EventBody::ToolCallEnd {
+                    call_id: "c1".into(),
+                    tool: "fail".into(),
+                    ok: false,
+                    output: "boom".into(),
+                    error_kind: Some(ErrorKind::Upstream),
+                    duration_ms: 0.41,
+                },
+            ),
+            event(
+                5,
+                Some("s1"),
+                EventBody::TurnEnd {
+                    status: TurnStatus::Completed,
+                    reason: "final_answer".into(),
+                    iterations: 1,
+                    usage: Usage::default(),
+                    answer: Some("done".into()),
+                },
+            ),
+            delta(6, Some("s2")),
+        ];
+        store.append_events(&events).await.unwrap();
+        // A replay is ignored, not an error, and changes nothing.
+        store.append_events(&events[3..]).await.unwrap();
+        store.append_events(&[]).await.unwrap();
+        assert_eq!(store.last_seq().unwrap(), 6);
+
+        let all: Vec<Event> = events.iter().map(|e| (**e).clone()).collect();
+        assert_eq!(store.events(None, 0, 100).await.unwrap(), all);
+        assert_eq!(store.events(None, 4, 100).await.unwrap(), all[4..]);
+        assert_eq!(store.events(None, 0, 2).await.unwrap(), all[..2]);
+        assert_eq!(store.events(None, 6, 100).await.unwrap(), []);
+        assert_eq!(store.events(None, 0, 0).await.unwrap(), []);
+
+        let seqs = |events: Vec<Event>| events.into_iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(
+            seqs(store.events(Some("s1"), 0, 100).await.unwrap()),
+            [1, 4, 5]
+        );
+        assert_eq!(seqs(store.events(Some("s1"), 1, 1).await.unwrap()), [4]);
+        assert_eq!(seqs(store.events(Some("s2"), 3, 100).await.unwrap()), [6]);
+        assert_eq!(
+            seqs(store.events(Some("nope"), 0, 100).await.unwrap()),
+            [0u64; 0]
+        );
+
+        let conn = lock(&store.conn);
+        let kind: String = conn
+            .query_row("SELECT type FROM events WHERE seq = 4", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(kind, "tool_call_end");
+    }
+}

@@ -1,0 +1,440 @@
+//! Turns against a real HTTP server on 127.0.0.1 that speaks the OpenAI and
+//! Anthropic wire formats, with real plugins.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasmclaw::llm::ProviderConfig;
+use wasmclaw::protocol::{Event, EventBody, TurnStatus};
+use wasmclaw::store::Store;
+use wasmclaw_tests::PluginDir;
+use wasmclaw_tests::agents::{agent, anthropic, drain, kinds, openai, streamed_text};
+use wasmclaw_tests::fake_model::{FakeModel, Reply, ToolCallReply};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+fn candidate(wire: Wire, fake: &FakeModel, stream: bool) -> ProviderConfig {
+    match wire {
+        Wire::OpenAi => openai(fake, "fake-gpt", stream),
+        Wire::Anthropic => anthropic(fake, "fake-claude", stream),
+    }
+}
+
+/// The tool results the model was sent in a request, as (call id, content).
+fn tool_results(wire: Wire, body: &Value) -> Vec<(String, String)> {
+    let messages = body["messages"].as_array().unwrap();
+    match wire {
+        Wire::OpenAi => messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                (
+                    m["tool_call_id"].as_str().unwrap().into(),
+                    m["content"].as_str().unwrap().into(),
+                )
+            })
+            .collect(),
+        Wire::Anthropic => messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| {
+                (
+                    b["tool_use_id"].as_str().unwrap().into(),
+                    b["content"].as_str().unwrap().into(),
+                )
+            })
+            .collect(),
+    }
+}
+
+fn body_of<'a>(events: &'a [Arc<Event>], kind: &str) -> Vec<&'a EventBody> {
+    events
+        .iter()
+        .filter(|e| e.body.kind() == kind)
+        .map(|e| &e.body)
+        .collect()
+}
+
+async fn two_iterations_with_one_tool_call(wire: Wire, stream: bool) {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let fake = FakeModel::start([
+        Reply::tool("call_1", "add", json!({"a": 40, "b": 2})),
+        Reply::text("The sum is 42."),
+    ])
+    .await;
+    let store = Store::open_in_memory().unwrap();
+    let (agent, mut sub) = agent(
+        dir.load().await,
+        vec![candidate(wire, &fake, stream)],
+        store.clone(),
+    );
+
+    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s1", "What is 40 + 2?"))
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.answer.as_deref(), Some("The sum is 42."));
+    assert_eq!(
+        (
+            outcome.iterations,
+            outcome.usage.input_tokens,
+            outcome.usage.output_tokens
+        ),
+        (2, 20, 10)
+    );
+
+    let events = drain(&mut sub);
+    // The tool-call reply has no text, so only the answer streams.
+    let mut expected = vec![
+        "turn_begin",
+        "llm_request",
+        "llm_response",
+        "tool_call_begin",
+        "tool_call_end",
+        "llm_request",
+    ];
+    expected.extend(stream.then_some("llm_delta"));
+    expected.extend(["llm_response", "turn_end"]);
+    assert_eq!(kinds(&events), expected, "{events:#?}");
+    assert_eq!(
+        streamed_text(&events, 2),
+        if stream { "The sum is 42." } else { "" }
+    );
+
+    // Every event is of this turn, in seq order with no gap.
+    let turn_id = Some(outcome.turn_id.clone());
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(
+            (e.seq, e.session.as_deref(), &e.turn_id, &e.parent_turn_id),
+            (events[0].seq + i as u64, Some("s1"), &turn_id, &None)
+        );
+    }
+    match body_of(&events, "tool_call_end")[0] {
+        EventBody::ToolCallEnd {
+            call_id,
+            tool,
+            ok,
+            output,
+            error_kind,
+            ..
+        } => {
+            assert_eq!(
+                (
+                    call_id.as_str(),
+                    tool.as_str(),
+                    *ok,
+                    output.as_str(),
+                    error_kind
+                ),
+                ("call_1", "add", true, "42", &None)
+            );
+        }
+        _ => unreachable!(),
+    }
+    match body_of(&events, "llm_response")[0] {
+        EventBody::LlmResponse {
+            tool_calls, model, ..
+        } => {
+            assert_eq!(tool_calls.len(), 1);
+            assert_eq!(
+                (
+                    tool_calls[0].name.as_str(),
+                    serde_json::from_str::<Value>(&tool_calls[0].arguments).unwrap()
+                ),
+                ("add", json!({"a": 40, "b": 2}))
+            );
+            assert!(
+                model.ends_with(":fake-gpt") || model.ends_with(":fake-claude"),
+                "{model}"
+            );
+        }
+        _ => unreachable!(),
+    }
+    match body_of(&events, "turn_end")[0] {
+        EventBody::TurnEnd {
+            status,
+            reason,
+            iterations,
+            ..
+        } => {
+            assert_eq!(
+                (*status, reason.as_str(), *iterations),
+                (TurnStatus::Completed, "final_answer", 2)
+            );
+        }
+        _ => unreachable!(),
+    }
+
+    // The model was shown the tool and then its result.
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let tool_names: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            t.pointer("/function/name")
+                .or(t.get("name"))
+                .unwrap()
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        tool_names,
+        ["add", "context", "count", "echo", "fail", "log"]
+    );
+    assert_eq!(
+        tool_results(wire, &requests[1].body),
+        [("call_1".to_string(), "42".to_string())]
+    );
+    assert_eq!(
+        requests[0].body["stream"].as_bool().unwrap_or(false),
+        stream
+    );
+
+    // The history holds the whole turn.
+    let history = store.history("s1").await.unwrap();
+    assert_eq!(history.len(), 4, "{history:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_streamed_turn_has_the_exact_event_sequence() {
+    two_iterations_with_one_tool_call(Wire::OpenAi, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_unstreamed_turn_has_the_exact_event_sequence() {
+    two_iterations_with_one_tool_call(Wire::OpenAi, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_streamed_turn_has_the_exact_event_sequence() {
+    two_iterations_with_one_tool_call(Wire::Anthropic, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_unstreamed_turn_has_the_exact_event_sequence() {
+    two_iterations_with_one_tool_call(Wire::Anthropic, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_calls_of_one_reply_run_concurrently_and_answer_in_the_order_asked() {
+    let dir = PluginDir::new();
+    dir.add("hostile");
+    let calls = vec![
+        ToolCallReply {
+            id: "slow".into(),
+            name: "sleep".into(),
+            arguments: json!({"ms": 300}),
+        },
+        ToolCallReply {
+            id: "quick".into(),
+            name: "sleep".into(),
+            arguments: json!({"ms": 200}),
+        },
+    ];
+    let fake = FakeModel::start([
+        Reply::ToolCalls {
+            text: String::new(),
+            calls,
+        },
+        Reply::text("Both slept."),
+    ])
+    .await;
+    let (agent, mut sub) = agent(
+        dir.load().await,
+        vec![openai(&fake, "m", true)],
+        Store::open_in_memory().unwrap(),
+    );
+
+    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "sleep twice"))
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    let events = drain(&mut sub);
+    let tool_events: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ToolCallBegin { call_id, .. } => Some(("begin", call_id.as_str())),
+            EventBody::ToolCallEnd { call_id, .. } => Some(("end", call_id.as_str())),
+            _ => None,
+        })
+        .collect();
+    // Both started before either ended, and the quicker one ended first.
+    assert_eq!(
+        tool_events,
+        [
+            ("begin", "slow"),
+            ("begin", "quick"),
+            ("end", "quick"),
+            ("end", "slow")
+        ]
+    );
+    let first_begin = events
+        .iter()
+        .find(|e| e.body.kind() == "tool_call_begin")
+        .unwrap();
+    let last_end = events
+        .iter()
+        .rev()
+        .find(|e| e.body.kind() == "tool_call_end")
+        .unwrap();
+    let elapsed = humantime::parse_rfc3339(&last_end.time)
+        .unwrap()
+        .duration_since(humantime::parse_rfc3339(&first_begin.time).unwrap())
+        .unwrap();
+    assert!(
+        elapsed < Duration::from_millis(550),
+        "300 ms and 200 ms calls took {elapsed:?} together"
+    );
+    // The model reads the results in the order it asked for them.
+    assert_eq!(
+        tool_results(Wire::OpenAi, &fake.requests()[1].body),
+        [
+            ("slow".to_string(), "slept".to_string()),
+            ("quick".to_string(), "slept".to_string())
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_errors_and_unknown_tools_go_back_to_the_model() {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let calls = vec![
+        ToolCallReply {
+            id: "a".into(),
+            name: "fail".into(),
+            arguments: json!({"kind": "denied", "message": "no such account"}),
+        },
+        ToolCallReply {
+            id: "b".into(),
+            name: "teleport".into(),
+            arguments: json!({}),
+        },
+        ToolCallReply {
+            id: "c".into(),
+            name: "add".into(),
+            arguments: json!({"a": "one"}),
+        },
+        ToolCallReply {
+            id: "d".into(),
+            name: "echo".into(),
+            arguments: json!({"text": "still here"}),
+        },
+    ];
+    let fake = FakeModel::start([
+        Reply::ToolCalls {
+            text: "Trying.".into(),
+            calls,
+        },
+        Reply::text("Done."),
+    ])
+    .await;
+    let (agent, mut sub) = agent(
+        dir.load().await,
+        vec![anthropic(&fake, "m", true)],
+        Store::open_in_memory().unwrap(),
+    );
+
+    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "go"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.status, outcome.answer.as_deref()),
+        (TurnStatus::Completed, Some("Done."))
+    );
+    let results = tool_results(Wire::Anthropic, &fake.requests()[1].body);
+    let texts: Vec<&str> = results.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts[0], "error (denied): no such account");
+    assert_eq!(
+        texts[1],
+        "error (not-found): unknown tool \"teleport\"; available tools: add, context, count, echo, fail, log"
+    );
+    assert!(
+        texts[2].starts_with("error (invalid-input): "),
+        "{}",
+        texts[2]
+    );
+    assert!(
+        texts[2].contains("\"one\" is not of type \"integer\""),
+        "{}",
+        texts[2]
+    );
+    assert_eq!(texts[3], "still here");
+    let error_flags: Vec<bool> = fake.requests()[1].body["messages"][2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["is_error"].as_bool().unwrap_or(false))
+        .collect();
+    assert_eq!(error_flags, [true, true, true, false]);
+    let oks: Vec<bool> = drain(&mut sub)
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ToolCallEnd { ok, .. } => Some(*ok),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(oks, [false, false, false, true]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_at_its_iteration_limit_asks_for_an_answer_without_tools() {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let again = || Reply::tool("x", "echo", json!({"text": "again"}));
+    let fake = FakeModel::start([again(), again(), Reply::text("Stopping here.")]).await;
+    let store = Store::open_in_memory().unwrap();
+    let plugins = dir.load().await;
+    let client = wasmclaw::llm::http_client();
+    let chain = wasmclaw::llm::Chain::new(
+        vec![wasmclaw::llm::Provider::new(openai(&fake, "m", false), client).unwrap()],
+        wasmclaw_tests::agents::quick_retries(),
+    );
+    let config = wasmclaw::agent::AgentConfig {
+        max_iterations: 3,
+        ..Default::default()
+    };
+    let agent = wasmclaw::agent::Agent::new(
+        plugins,
+        Arc::new(chain),
+        wasmclaw::bus::EventBus::new(0),
+        store,
+        config,
+    );
+
+    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "loop"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.status, outcome.reason.as_str(), outcome.iterations),
+        (TurnStatus::Completed, "max_iterations", 3)
+    );
+    assert_eq!(outcome.answer.as_deref(), Some("Stopping here."));
+    let last = &fake.requests()[2].body;
+    assert!(
+        last.get("tools").is_none(),
+        "the last request offered tools: {last}"
+    );
+    let note = last["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(note["role"], "user");
+    assert!(
+        note["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You have used every tool call"),
+        "{note}"
+    );
+}

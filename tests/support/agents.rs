@@ -1,0 +1,104 @@
+//! Agents for tests: plugins from a [`crate::PluginDir`], candidates pointing
+//! at a [`crate::fake_model::FakeModel`], and the events a turn published.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmclaw::agent::{Agent, AgentConfig};
+use wasmclaw::bus::{Delivery, EventBus, Filter, Received, Subscription};
+use wasmclaw::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
+use wasmclaw::plugin::Plugins;
+use wasmclaw::protocol::{Event, EventBody};
+use wasmclaw::store::Store;
+
+use crate::fake_model::FakeModel;
+
+/// A candidate speaking the OpenAI format to `fake`.
+pub fn openai(fake: &FakeModel, model: &str, stream: bool) -> ProviderConfig {
+    candidate(ProviderKind::OpenAi, fake.openai_base_url(), model, stream)
+}
+
+/// A candidate speaking the Anthropic format to `fake`.
+pub fn anthropic(fake: &FakeModel, model: &str, stream: bool) -> ProviderConfig {
+    candidate(
+        ProviderKind::Anthropic,
+        fake.anthropic_base_url(),
+        model,
+        stream,
+    )
+}
+
+fn candidate(kind: ProviderKind, base_url: String, model: &str, stream: bool) -> ProviderConfig {
+    ProviderConfig {
+        kind,
+        model: model.to_string(),
+        base_url,
+        api_key: Some("test-key".to_string()),
+        stream,
+        timeout: Duration::from_secs(10),
+    }
+}
+
+/// Retries that do not slow the tests down: 3 tries, 10 ms then 20 ms.
+pub fn quick_retries() -> RetryPolicy {
+    RetryPolicy {
+        attempts: 3,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(50),
+        cooldown: Duration::from_secs(60),
+    }
+}
+
+/// An agent over `plugins` and `candidates`, and a lossless subscription to
+/// everything it publishes.
+pub fn agent(
+    plugins: Arc<Plugins>,
+    candidates: Vec<ProviderConfig>,
+    store: Store,
+) -> (Arc<Agent>, Subscription) {
+    let client = wasmclaw::llm::http_client();
+    let providers = candidates
+        .into_iter()
+        .map(|c| Provider::new(c, client.clone()).expect("candidate"))
+        .collect();
+    let chain = Chain::new(providers, quick_retries());
+    let bus = EventBus::new(store.last_seq().unwrap());
+    let events = bus.subscribe(Filter::default(), Delivery::Lossless);
+    let agent = Agent::new(plugins, Arc::new(chain), bus, store, AgentConfig::default());
+    (Arc::new(agent), events)
+}
+
+/// Every event already published to `sub`.
+pub fn drain(sub: &mut Subscription) -> Vec<Arc<Event>> {
+    let mut events = Vec::new();
+    while let Some(received) = sub.try_recv() {
+        match received {
+            Received::Event(event) => events.push(event),
+            Received::Dropped(n) => panic!("a lossless subscription dropped {n} events"),
+        }
+    }
+    events
+}
+
+/// The `type` of each event, with each run of `llm_delta` shown once.
+pub fn kinds(events: &[Arc<Event>]) -> Vec<&'static str> {
+    let mut kinds: Vec<&'static str> = Vec::new();
+    for event in events {
+        let kind = event.body.kind();
+        if !(kind == "llm_delta" && kinds.last() == Some(&"llm_delta")) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
+/// The text streamed in `llm_delta` events of `iteration`.
+pub fn streamed_text(events: &[Arc<Event>], iteration: u32) -> String {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::LlmDelta { iteration: i, text } if *i == iteration => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}

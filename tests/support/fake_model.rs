@@ -1,0 +1,791 @@
+//! A fake LLM provider: a real HTTP server on 127.0.0.1 that answers with
+//! scripted replies, in place of OpenAI or Anthropic.
+//!
+//! The wire format follows the request path: `POST /v1/chat/completions` is
+//! OpenAI Chat Completions, `POST /v1/messages` is Anthropic Messages. Both
+//! stream (server-sent events) when the request body has `"stream": true`.
+//! Replies are consumed one per request, in order, whatever the format; every
+//! request is recorded so tests can inspect what the client sent; one whose
+//! body is not JSON gets a 400 and uses no reply.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// One tool call of a scripted reply.
+#[derive(Clone, Debug)]
+pub struct ToolCallReply {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// A scripted reply to one request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// A final answer.
+    Text(String),
+    /// Tool calls (optionally with text before them).
+    ToolCalls {
+        text: String,
+        calls: Vec<ToolCallReply>,
+    },
+    /// An HTTP error with the wire format's error JSON body, and a
+    /// `retry-after` header (seconds) when given.
+    Status {
+        code: u16,
+        message: String,
+        retry_after: Option<u32>,
+    },
+    /// Streamed: headers and the first part of a text reply, then the
+    /// connection is cut. Not streamed: a 200 whose JSON body is truncated
+    /// half-way, then the connection is cut.
+    CutMidStream,
+    /// Streamed: a `data:` line whose payload is not JSON, followed by more
+    /// valid events. Not streamed: a 200 with body `{not json`.
+    Malformed,
+    /// Waits (before sending anything), then answers with the inner reply.
+    Delay(Duration, Box<Reply>),
+}
+
+impl Reply {
+    pub fn text(s: impl Into<String>) -> Reply {
+        Reply::Text(s.into())
+    }
+
+    /// One tool call, no text.
+    pub fn tool(id: &str, name: &str, args: Value) -> Reply {
+        Reply::ToolCalls {
+            text: String::new(),
+            calls: vec![ToolCallReply {
+                id: id.into(),
+                name: name.into(),
+                arguments: args,
+            }],
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// OpenAI streaming: repeat the function name (and id) in every tool-call
+    /// chunk, as some servers do.
+    pub repeat_tool_name: bool,
+    /// Usage reported per reply.
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            repeat_tool_name: false,
+            input_tokens: 10,
+            output_tokens: 5,
+        }
+    }
+}
+
+/// A request the server received.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub path: String,
+    /// Lower-case names.
+    pub headers: Vec<(String, String)>,
+    /// The parsed body (a JSON string of the raw text when it is not JSON).
+    pub body: Value,
+    pub at: Instant,
+}
+
+struct Shared {
+    options: Options,
+    replies: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<Recorded>>,
+    next_id: AtomicU64,
+}
+
+/// The server; it stops accepting connections when dropped.
+pub struct FakeModel {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl FakeModel {
+    pub async fn start(replies: impl IntoIterator<Item = Reply>) -> FakeModel {
+        Self::start_with(Options::default(), replies).await
+    }
+
+    pub async fn start_with(
+        options: Options,
+        replies: impl IntoIterator<Item = Reply>,
+    ) -> FakeModel {
+        let shared = Arc::new(Shared {
+            options,
+            replies: Mutex::new(replies.into_iter().collect()),
+            requests: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(openai))
+            .route("/v1/messages", post(anthropic))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeModel {
+            addr,
+            shared,
+            server,
+        }
+    }
+
+    /// Appends a reply to the queue.
+    pub fn push(&self, reply: Reply) {
+        self.shared.replies.lock().unwrap().push_back(reply);
+    }
+
+    /// `http://127.0.0.1:PORT/v1`
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT` (the client posts `{base}/v1/messages`).
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received, in arrival order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    /// Replies not yet used.
+    pub fn remaining(&self) -> usize {
+        self.shared.replies.lock().unwrap().len()
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Format {
+    OpenAi,
+    Anthropic,
+}
+
+/// What a reply needs from the request and the options.
+struct Ctx {
+    format: Format,
+    id: String,
+    model: String,
+    created: u64,
+    include_usage: bool,
+    repeat_tool_name: bool,
+    input_tokens: u32,
+    output_tokens: u32,
+}
+
+async fn openai(state: State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(state, Format::OpenAi, headers, body).await
+}
+
+async fn anthropic(state: State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(state, Format::Anthropic, headers, body).await
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    format: Format,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let parsed = serde_json::from_slice::<Value>(&body);
+    shared.requests.lock().unwrap().push(Recorded {
+        path: match format {
+            Format::OpenAi => "/v1/chat/completions".into(),
+            Format::Anthropic => "/v1/messages".into(),
+        },
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: match &parsed {
+            Ok(v) => v.clone(),
+            Err(_) => Value::String(String::from_utf8_lossy(&body).into_owned()),
+        },
+        at: Instant::now(),
+    });
+    let request = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            return error_response(
+                format,
+                400,
+                &format!("fake model: request body is not JSON: {e}"),
+                None,
+            );
+        }
+    };
+    let Some(mut reply) = shared.replies.lock().unwrap().pop_front() else {
+        return error_response(format, 500, "fake model: no scripted reply left", None);
+    };
+    while let Reply::Delay(wait, inner) = reply {
+        tokio::time::sleep(wait).await;
+        reply = *inner;
+    }
+    let n = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let ctx = Ctx {
+        format,
+        id: match format {
+            Format::OpenAi => format!("chatcmpl-{n}"),
+            Format::Anthropic => format!("msg_{n}"),
+        },
+        model: request["model"].as_str().unwrap_or("fake-model").to_owned(),
+        created: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        include_usage: request["stream_options"]["include_usage"] == json!(true),
+        repeat_tool_name: shared.options.repeat_tool_name,
+        input_tokens: shared.options.input_tokens,
+        output_tokens: shared.options.output_tokens,
+    };
+    let stream = request["stream"] == json!(true);
+    match reply {
+        Reply::Text(text) => answer(&ctx, stream, &text, &[]),
+        Reply::ToolCalls { text, calls } => answer(&ctx, stream, &text, &calls),
+        Reply::Status {
+            code,
+            message,
+            retry_after,
+        } => error_response(format, code, &message, retry_after),
+        Reply::CutMidStream => cut(&ctx, stream),
+        Reply::Malformed => malformed(&ctx, stream),
+        Reply::Delay(..) => unreachable!("delays are unwrapped above"),
+    }
+}
+
+/// A complete reply, streamed or not.
+fn answer(ctx: &Ctx, stream: bool, text: &str, calls: &[ToolCallReply]) -> Response {
+    if stream {
+        sse_response(events(ctx, text, calls), false)
+    } else {
+        Json(body(ctx, text, calls)).into_response()
+    }
+}
+
+fn body(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Value {
+    match ctx.format {
+        Format::OpenAi => openai_body(ctx, text, calls),
+        Format::Anthropic => anthropic_body(ctx, text, calls),
+    }
+}
+
+fn events(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Vec<String> {
+    match ctx.format {
+        Format::OpenAi => openai_events(ctx, text, calls),
+        Format::Anthropic => anthropic_events(ctx, text, calls),
+    }
+}
+
+/// The first part of a text reply, then the connection is cut.
+fn cut(ctx: &Ctx, stream: bool) -> Response {
+    let text = "This reply is cut off before it ends.";
+    if stream {
+        // OpenAI: role chunk and two deltas; Anthropic: message_start, ping,
+        // content_block_start and two deltas.
+        let keep = match ctx.format {
+            Format::OpenAi => 3,
+            Format::Anthropic => 5,
+        };
+        let mut events = events(ctx, text, &[]);
+        events.truncate(keep);
+        return sse_response(events, true);
+    }
+    let body = body(ctx, text, &[]).to_string();
+    let half = body[..body.floor_char_boundary(body.len() / 2)].to_owned();
+    let mut response = body_response(vec![half], true);
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+    headers.insert(header::CONTENT_LENGTH, body.len().into());
+    response
+}
+
+/// A payload that is not JSON, then a valid reply.
+fn malformed(ctx: &Ctx, stream: bool) -> Response {
+    if !stream {
+        return ([(header::CONTENT_TYPE, "application/json")], "{not json").into_response();
+    }
+    let bad = match ctx.format {
+        Format::OpenAi => "data: {\"choices\":[{\"delta\":\n\n",
+        Format::Anthropic => {
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":\n\n"
+        }
+    };
+    let mut events = events(ctx, "Fine after a bad line.", &[]);
+    events.insert(1, bad.to_owned());
+    sse_response(events, false)
+}
+
+fn openai_body(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Value {
+    let mut message = json!({
+        "role": "assistant",
+        "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { text.into() },
+        "refusal": null,
+    });
+    if !calls.is_empty() {
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.to_string()}}))
+            .collect();
+        message["tool_calls"] = calls.into();
+    }
+    json!({
+        "id": ctx.id,
+        "object": "chat.completion",
+        "created": ctx.created,
+        "model": ctx.model,
+        "system_fingerprint": "fp_fake",
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish_reason(ctx, calls)}],
+        "usage": openai_usage(ctx),
+    })
+}
+
+fn openai_usage(ctx: &Ctx) -> Value {
+    json!({
+        "prompt_tokens": ctx.input_tokens,
+        "completion_tokens": ctx.output_tokens,
+        "total_tokens": ctx.input_tokens + ctx.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    })
+}
+
+fn finish_reason(ctx: &Ctx, calls: &[ToolCallReply]) -> &'static str {
+    match (ctx.format, calls.is_empty()) {
+        (Format::OpenAi, true) => "stop",
+        (Format::OpenAi, false) => "tool_calls",
+        (Format::Anthropic, true) => "end_turn",
+        (Format::Anthropic, false) => "tool_use",
+    }
+}
+
+fn openai_events(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| {
+        json!({
+            "id": ctx.id,
+            "object": "chat.completion.chunk",
+            "created": ctx.created,
+            "model": ctx.model,
+            "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+            "obfuscation": "x",
+        })
+    };
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    for piece in fragments(text) {
+        chunks.push(chunk(json!({"content": piece}), Value::Null));
+    }
+    for (i, call) in calls.iter().enumerate() {
+        let head = json!({"index": i, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}});
+        chunks.push(chunk(json!({"tool_calls": [head]}), Value::Null));
+        for piece in fragments(&call.arguments.to_string()) {
+            let part = if ctx.repeat_tool_name {
+                json!({"index": i, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": piece}})
+            } else {
+                json!({"index": i, "function": {"arguments": piece}})
+            };
+            chunks.push(chunk(json!({"tool_calls": [part]}), Value::Null));
+        }
+    }
+    chunks.push(chunk(json!({}), finish_reason(ctx, calls).into()));
+    if ctx.include_usage {
+        // As the real API does: `usage: null` on every chunk, then a last
+        // chunk with no choices and the usage.
+        chunks.iter_mut().for_each(|c| c["usage"] = Value::Null);
+        let mut last = chunk(json!({}), Value::Null);
+        last["choices"] = json!([]);
+        last["usage"] = openai_usage(ctx);
+        chunks.push(last);
+    }
+    let mut events: Vec<String> = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    events.push("data: [DONE]\n\n".into());
+    events
+}
+
+fn anthropic_body(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Value {
+    json!({
+        "id": ctx.id,
+        "type": "message",
+        "role": "assistant",
+        "model": ctx.model,
+        "content": anthropic_blocks(text, calls),
+        "stop_reason": finish_reason(ctx, calls),
+        "stop_sequence": null,
+        "usage": {
+            "input_tokens": ctx.input_tokens,
+            "output_tokens": ctx.output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    })
+}
+
+fn anthropic_blocks(text: &str, calls: &[ToolCallReply]) -> Vec<Value> {
+    let text = (!text.is_empty()).then(|| json!({"type": "text", "text": text}));
+    let calls = calls
+        .iter()
+        .map(|c| json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}));
+    text.into_iter().chain(calls).collect()
+}
+
+fn anthropic_events(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Vec<String> {
+    let event = |data: Value| {
+        format!(
+            "event: {}\ndata: {data}\n\n",
+            data["type"].as_str().unwrap()
+        )
+    };
+    let mut message = anthropic_body(ctx, text, calls);
+    message["content"] = json!([]);
+    message["stop_reason"] = Value::Null;
+    message["usage"]["output_tokens"] = 1.into();
+    let mut events = vec![
+        event(json!({"type": "message_start", "message": message})),
+        event(json!({"type": "ping"})),
+    ];
+    for (index, block) in anthropic_blocks(text, calls).into_iter().enumerate() {
+        let (start, deltas) = if block["type"] == "text" {
+            let deltas: Vec<Value> = fragments(text)
+                .into_iter()
+                .map(|t| json!({"type": "text_delta", "text": t}))
+                .collect();
+            (json!({"type": "text", "text": ""}), deltas)
+        } else {
+            let deltas = fragments(&block["input"].to_string())
+                .into_iter()
+                .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
+                .collect();
+            (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                deltas,
+            )
+        };
+        events.push(event(
+            json!({"type": "content_block_start", "index": index, "content_block": start}),
+        ));
+        for delta in deltas {
+            events.push(event(
+                json!({"type": "content_block_delta", "index": index, "delta": delta}),
+            ));
+        }
+        events.push(event(json!({"type": "content_block_stop", "index": index})));
+    }
+    events.push(event(json!({
+        "type": "message_delta",
+        "delta": {"stop_reason": finish_reason(ctx, calls), "stop_sequence": null},
+        "usage": {"output_tokens": ctx.output_tokens},
+    })));
+    events.push(event(json!({"type": "message_stop"})));
+    events
+}
+
+/// The wire format's error body, with `retry-after` when given.
+fn error_response(format: Format, code: u16, message: &str, retry_after: Option<u32>) -> Response {
+    let body = match format {
+        Format::OpenAi => {
+            let (kind, code) = match code {
+                401 => ("invalid_request_error", json!("invalid_api_key")),
+                404 => ("invalid_request_error", json!("model_not_found")),
+                429 => ("requests", json!("rate_limit_exceeded")),
+                500.. => ("server_error", Value::Null),
+                _ => ("invalid_request_error", Value::Null),
+            };
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+        }
+        Format::Anthropic => {
+            let kind = match code {
+                401 => "authentication_error",
+                403 => "permission_error",
+                404 => "not_found_error",
+                413 => "request_too_large",
+                429 => "rate_limit_error",
+                529 => "overloaded_error",
+                500.. => "api_error",
+                _ => "invalid_request_error",
+            };
+            json!({"type": "error", "error": {"type": kind, "message": message}})
+        }
+    };
+    let status = StatusCode::from_u16(code).expect("a valid HTTP status");
+    let mut response = (status, Json(body)).into_response();
+    if let Some(secs) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, secs.into());
+    }
+    response
+}
+
+fn sse_response(events: Vec<String>, cut: bool) -> Response {
+    let mut response = body_response(events, cut);
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, "text/event-stream".parse().unwrap());
+    headers.insert(header::CACHE_CONTROL, "no-cache".parse().unwrap());
+    response
+}
+
+/// Sends `parts` one frame each; when `cut`, paced 20 ms apart so they reach
+/// the client, and then the body fails, which makes the server drop the
+/// connection.
+fn body_response(parts: Vec<String>, cut: bool) -> Response {
+    let end = cut.then(|| Err(std::io::Error::other("fake model: connection cut")));
+    let items = parts.into_iter().map(|p| Ok(Bytes::from(p))).chain(end);
+    let stream = futures_util::stream::iter(items).then(move |item| async move {
+        if cut {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        item
+    });
+    Response::new(Body::from_stream(stream))
+}
+
+/// `s` split at character boundaries into three pieces (fewer when shorter).
+fn fragments(s: &str) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    let bounds: Vec<usize> = (0..=3).map(|i| i * chars.len() / 3).collect();
+    bounds
+        .windows(2)
+        .filter(|w| w[0] < w[1])
+        .map(|w| chars[w[0]..w[1]].iter().collect())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Posts `body` over raw HTTP/1.1; returns the status, the head and the
+    /// de-chunked body.
+    async fn post(model: &FakeModel, path: &str, body: &str) -> (u16, String, String) {
+        let mut tcp = tokio::net::TcpStream::connect(model.addr).await.unwrap();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            model.addr,
+            body.len()
+        );
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut raw = String::new();
+        tcp.read_to_string(&mut raw).await.unwrap();
+        let (head, mut rest) = raw.split_once("\r\n\r\n").unwrap();
+        let status = head[9..12].parse().unwrap();
+        if !head.to_lowercase().contains("transfer-encoding: chunked") {
+            return (status, head.to_lowercase(), rest.to_owned());
+        }
+        let mut body = String::new();
+        loop {
+            let (size, after) = rest.split_once("\r\n").unwrap();
+            let size = usize::from_str_radix(size, 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.push_str(&after[..size]);
+            rest = &after[size + 2..];
+        }
+        (status, head.to_lowercase(), body)
+    }
+
+    #[tokio::test]
+    async fn openai_stream_tool_call_joins_fragments_and_ends_with_done() {
+        let args = json!({"path": "notes/today.md", "limit": 20});
+        let model = FakeModel::start([Reply::tool("call_1", "read_file", args.clone())]).await;
+        let request = r#"{"model":"m","stream":true,"stream_options":{"include_usage":true}}"#;
+        let (status, head, body) = post(&model, "/v1/chat/completions", request).await;
+        assert_eq!(status, 200);
+        assert!(head.contains("content-type: text/event-stream"));
+        let data: Vec<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect();
+        assert_eq!(data.last(), Some(&"[DONE]"));
+        let chunks: Vec<Value> = data[..data.len() - 1]
+            .iter()
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        let calls: Vec<&Value> = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0))
+            .collect();
+        assert_eq!(calls[0]["function"]["name"], "read_file");
+        assert_eq!(calls[0]["id"], "call_1");
+        let fragments: Vec<&str> = calls[1..]
+            .iter()
+            .map(|c| c["function"]["arguments"].as_str().unwrap())
+            .collect();
+        assert!(fragments.len() >= 3);
+        assert_eq!(fragments.concat(), args.to_string());
+        assert_eq!(
+            chunks[chunks.len() - 2]["choices"][0]["finish_reason"],
+            "tool_calls"
+        );
+        assert_eq!(chunks[chunks.len() - 1]["usage"]["total_tokens"], 15);
+        assert_eq!(model.remaining(), 0);
+        assert_eq!(model.requests()[0].body["model"], "m");
+    }
+
+    #[tokio::test]
+    async fn anthropic_stream_has_events_in_order() {
+        let reply = Reply::ToolCalls {
+            text: "Let me look.".into(),
+            calls: vec![ToolCallReply {
+                id: "toolu_1".into(),
+                name: "search".into(),
+                arguments: json!({"q": "rust"}),
+            }],
+        };
+        let model = FakeModel::start([reply]).await;
+        let (status, _, body) =
+            post(&model, "/v1/messages", r#"{"model":"c","stream":true}"#).await;
+        assert_eq!(status, 200);
+        let mut names: Vec<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("event: "))
+            .collect();
+        names.dedup();
+        let expected = [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+        ];
+        assert_eq!(names, expected);
+        let partial: String = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .filter_map(|e| e["delta"]["partial_json"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&partial).unwrap(),
+            json!({"q": "rust"})
+        );
+        assert!(body.contains(r#""stop_reason":"tool_use""#));
+    }
+
+    #[tokio::test]
+    async fn status_gives_code_error_body_and_retry_after() {
+        let status = |message: &str| Reply::Status {
+            code: 429,
+            message: message.into(),
+            retry_after: Some(7),
+        };
+        let model = FakeModel::start([status("slow down")]).await;
+        model.push(status("easy"));
+        let (code, head, body) = post(&model, "/v1/chat/completions", "{}").await;
+        assert_eq!(code, 429);
+        assert!(head.contains("retry-after: 7"));
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"]["message"], "slow down");
+        assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+        let (code, head, body) = post(&model, "/v1/messages", "{}").await;
+        assert_eq!(code, 429);
+        assert!(head.contains("retry-after: 7"));
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["type"], "error");
+        assert_eq!(body["error"]["type"], "rate_limit_error");
+        assert_eq!(body["error"]["message"], "easy");
+    }
+
+    #[tokio::test]
+    async fn exhausted_queue_and_bad_json_are_errors() {
+        let model = FakeModel::start([]).await;
+        let (code, _, body) = post(&model, "/v1/chat/completions", "{}").await;
+        assert_eq!(code, 500);
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            body["error"]["message"],
+            "fake model: no scripted reply left"
+        );
+        let (code, _, _) = post(&model, "/v1/messages", "{oops").await;
+        assert_eq!(code, 400);
+        let requests = model.requests();
+        assert_eq!(requests.len(), 2);
+        assert_eq!(requests[1].path, "/v1/messages");
+        assert!(
+            requests[1]
+                .headers
+                .contains(&("connection".into(), "close".into()))
+        );
+    }
+
+    /// Sends `body` with keep-alive, so only a cut connection ends the read.
+    async fn post_keep_alive(model: &FakeModel, body: &str) -> String {
+        let mut tcp = tokio::net::TcpStream::connect(model.addr).await.unwrap();
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        let read = tcp.read_to_end(&mut raw);
+        tokio::time::timeout(Duration::from_secs(5), read)
+            .await
+            .expect("the connection was not cut")
+            .unwrap();
+        String::from_utf8(raw).unwrap()
+    }
+
+    #[tokio::test]
+    async fn cut_replies_end_the_connection_early() {
+        let model = FakeModel::start([Reply::CutMidStream, Reply::CutMidStream]).await;
+        let raw = post_keep_alive(&model, r#"{"stream":true}"#).await;
+        assert!(raw.contains(r#""content":"This reply"#), "{raw}");
+        assert!(!raw.contains("[DONE]") && !raw.ends_with("0\r\n\r\n"));
+        let raw = post_keep_alive(&model, "{}").await;
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            head.starts_with("HTTP/1.1 200") && body.len() < length,
+            "{raw}"
+        );
+    }
+}
