@@ -7,6 +7,7 @@ mod examples;
 mod llm_faults;
 mod loading;
 mod reload;
+mod run_cli;
 mod sandbox;
 mod sessions;
 mod turns;

@@ -1,0 +1,271 @@
+//! `wasmclaw run` as a user runs it, against a fake model on 127.0.0.1.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use wasmclaw_tests::fake_model::{FakeModel, Reply};
+use wasmclaw_tests::{PluginDir, wasmclaw_bin};
+
+/// Runs the binary with a clean model environment; (exit code, stdout, stderr).
+async fn wasmclaw(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
+    let mut command = tokio::process::Command::new(wasmclaw_bin());
+    command.env("WASMCLAW_HOME", home).env("RUST_LOG", "error");
+    for var in [
+        "WASMCLAW_MODEL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied()).args(args);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), command.output())
+        .await
+        .unwrap()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let home = dir.scratch("home");
+    let fake = FakeModel::start([
+        Reply::tool("c1", "add", json!({"a": 2, "b": 3})),
+        Reply::text("It is 5."),
+    ])
+    .await;
+    let url = fake.openai_base_url();
+    let plugins = dir.path();
+    let args = [
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "run",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &url,
+        "--session",
+        "s1",
+        "--events",
+        "-m",
+        "2 + 3?",
+    ];
+    let (code, out, err) = wasmclaw(&home, &[("OPENAI_API_KEY", "sk-test")], &args).await;
+    assert_eq!((code, out.as_str()), (0, "It is 5.\n"), "{err}");
+
+    let events: Vec<Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .filter(|k| *k != "llm_delta")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "plugin_loaded",
+            "turn_begin",
+            "llm_request",
+            "llm_response",
+            "tool_call_begin",
+            "tool_call_end",
+            "llm_request",
+            "llm_response",
+            "turn_end"
+        ]
+    );
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        events.last().unwrap()["usage"],
+        json!({"input_tokens": 20, "output_tokens": 10})
+    );
+    let auth = fake.requests()[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .map(|(_, v)| v.clone());
+    assert_eq!(auth.as_deref(), Some("Bearer sk-test"));
+
+    // A second process continues the session: the model sees the first turn,
+    // and event numbers go on from the stored log.
+    fake.push(Reply::text("Still 5."));
+    let args = [
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "run",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &url,
+        "--session",
+        "s1",
+        "--events",
+        "-m",
+        "and again?",
+    ];
+    let (code, out, err) = wasmclaw(&home, &[], &args).await;
+    assert_eq!((code, out.as_str()), (0, "Still 5.\n"), "{err}");
+    let first_seq: u64 = serde_json::from_str::<Value>(err.lines().next().unwrap()).unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(first_seq, seqs.len() as u64 + 1);
+    let sent = &fake.requests()[2].body["messages"];
+    let contents: Vec<String> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}",
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            "user:2 + 3?",
+            "assistant:-",
+            "tool:5",
+            "assistant:It is 5.",
+            "user:and again?"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_without_a_model_says_how_to_configure_one() {
+    let dir = PluginDir::new();
+    let (code, out, err) = wasmclaw(&dir.scratch("home"), &[], &["run", "-m", "hi"]).await;
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.starts_with(
+            "error: no model configured. Pass --model PROVIDER:MODEL or set WASMCLAW_MODEL, e.g.\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("--model openai:gpt-4o-mini")
+            && err.contains("ANTHROPIC_API_KEY")
+            && err.contains("scripted:FILE.json"),
+        "{err}"
+    );
+
+    let (code, _, err) = wasmclaw(
+        &dir.scratch("home"),
+        &[("WASMCLAW_MODEL", "gpt-4o")],
+        &["run", "-m", "hi"],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "error: model \"gpt-4o\" is not PROVIDER:MODEL; expected e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5 or scripted:FILE.json\n"
+    );
+
+    let (code, _, err) = wasmclaw(
+        &dir.scratch("home"),
+        &[],
+        &["run", "--model", "anthropic:claude-x", "-m", "hi"],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "error: the turn ended error: anthropic:claude-x: ANTHROPIC_API_KEY is not set\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_exits_non_zero_when_the_model_refuses() {
+    let dir = PluginDir::new();
+    let fake = FakeModel::start([Reply::Status {
+        code: 401,
+        message: "Incorrect API key provided".into(),
+        retry_after: None,
+    }])
+    .await;
+    let url = fake.openai_base_url();
+    let (code, out, err) = wasmclaw(
+        &dir.scratch("home"),
+        &[],
+        &["run", "--model", "openai:m", "--base-url", &url, "-m", "hi"],
+    )
+    .await;
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        "error: the turn ended error: openai:m: HTTP 401 Unauthorized: Incorrect API key provided\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scripted_demo_model_drives_the_example_plugins() {
+    let dir = PluginDir::new();
+    for plugin in ["calculator", "files", "text", "time"] {
+        dir.add(plugin);
+        std::fs::copy(
+            wasmclaw_tests::example_src(plugin).join(format!("{plugin}.toml")),
+            dir.path().join(format!("{plugin}.toml")),
+        )
+        .unwrap();
+    }
+    let workspace = dir.scratch("workspace");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/demo-model.json");
+    let model = format!("scripted:{}", script.display());
+    let plugins = dir.path();
+    let args = [
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "run",
+        "--model",
+        &model,
+        "--events",
+        "-m",
+        "Plan the garden party",
+    ];
+    let (code, out, err) = wasmclaw(&dir.scratch("home"), &[], &args).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "The garden party is planned for 18 December 2026 with a budget of 75. The plan is saved in party/plan.md and invites Ada, Grace and Linus.\n"
+    );
+    let ends: Vec<(String, bool)> = err
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_call_end")
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap().to_string(),
+                e["ok"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, bool)> = [
+        "date_add",
+        "calculate",
+        "write_file",
+        "read_file",
+        "search_files",
+    ]
+    .iter()
+    .map(|t| (t.to_string(), true))
+    .collect();
+    assert_eq!(ends, expected, "{err}");
+    assert!(
+        std::fs::read_to_string(workspace.join("party/plan.md"))
+            .unwrap()
+            .contains("invite: Ada, Grace, Linus")
+    );
+}
