@@ -28,6 +28,6 @@ lint: test
 	cargo clippy $(GUESTS) --manifest-path plugins/Cargo.toml -- -D warnings
 	cargo clippy $(GUESTS) --manifest-path tests/fixtures/Cargo.toml -- -D warnings
 
-# Benchmarks: a table on stdout, figures in target/bench/runtime.json.
+# Benchmarks: tables on stdout, figures in target/bench/{runtime,turns}.json.
 bench: setup
-	cargo bench -p wasmclaw-tests --bench runtime
+	cargo bench -p wasmclaw-tests --bench runtime --bench turns

@@ -16,6 +16,7 @@ use crate::bus::{EventBus, Scope};
 use crate::llm::{Chain, Usage};
 use crate::plugin::Plugins;
 use crate::plugin::catalog::{PluginChange, PluginStatus};
+use crate::plugin::watch::WatchHandle;
 use crate::protocol::{EventBody, TurnStatus};
 use crate::store::Store;
 
@@ -116,6 +117,25 @@ impl Agent {
             };
             publish_plugin_change(&self.bus, change);
         }
+    }
+}
+
+impl Agent {
+    /// Picks up plugins added, replaced or removed while the agent runs, and
+    /// publishes each change (`plugin_loaded`, `plugin_failed`,
+    /// `plugin_unloaded`). Watching stops when the handle is dropped.
+    pub fn watch_plugins(&self) -> anyhow::Result<WatchHandle> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let handle = self.plugins.watch(Some(tx))?;
+        let bus = self.bus.clone();
+        tokio::spawn(async move {
+            while let Some(changes) = rx.recv().await {
+                for change in changes {
+                    publish_plugin_change(&bus, change);
+                }
+            }
+        });
+        Ok(handle)
     }
 }
 

@@ -213,35 +213,35 @@ impl Store {
         let (id, session) = (turn.id.clone(), turn.session.clone());
         self.with_conn(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO sessions (key, created_at, updated_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (key) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
-                params![turn.session, turn.started_at, turn.ended_at],
-            )?;
-            tx.execute(
+            )?
+            .execute(params![turn.session, turn.started_at, turn.ended_at])?;
+            tx.prepare_cached(
                 "INSERT INTO turns (id, session, parent_turn_id, input, status, reason, iterations,
                                     input_tokens, output_tokens, started_at, ended_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    turn.id,
-                    turn.session,
-                    turn.parent_turn_id,
-                    turn.input,
-                    turn.status.as_str(),
-                    turn.reason,
-                    turn.iterations,
-                    U64(turn.usage.input_tokens),
-                    U64(turn.usage.output_tokens),
-                    turn.started_at,
-                    turn.ended_at,
-                ],
-            )?;
+            )?
+            .execute(params![
+                turn.id,
+                turn.session,
+                turn.parent_turn_id,
+                turn.input,
+                turn.status.as_str(),
+                turn.reason,
+                turn.iterations,
+                U64(turn.usage.input_tokens),
+                U64(turn.usage.output_tokens),
+                turn.started_at,
+                turn.ended_at,
+            ])?;
             if !jsons.is_empty() {
-                let next: i64 = tx.query_row(
-                    "SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1",
-                    [&turn.session],
-                    |row| row.get(0),
-                )?;
+                let next: i64 = tx
+                    .prepare_cached(
+                        "SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1",
+                    )?
+                    .query_row([&turn.session], |row| row.get(0))?;
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
                 )?;

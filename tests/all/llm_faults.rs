@@ -151,37 +151,54 @@ async fn a_failed_candidate_cools_down_and_the_next_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_stream_cut_mid_reply_is_retried_and_its_partial_text_discarded() {
-    for wire in ["openai", "anthropic"] {
+async fn a_reply_cut_mid_way_is_retried_and_its_partial_text_discarded() {
+    for (wire, stream) in [
+        ("openai", true),
+        ("anthropic", true),
+        ("openai", false),
+        ("anthropic", false),
+    ] {
         let fake = FakeModel::start([Reply::CutMidStream, Reply::text("Whole answer.")]).await;
         let candidate = if wire == "openai" {
-            openai(&fake, "m", true)
+            openai(&fake, "m", stream)
         } else {
-            anthropic(&fake, "m", true)
+            anthropic(&fake, "m", stream)
         };
         let (outcome, retries, kinds) = turn(vec![candidate]).await;
-        assert_eq!(outcome.answer.as_deref(), Some("Whole answer."), "{wire}");
-        assert_eq!(retries.len(), 1, "{wire}: {retries:?}");
+        let case = format!("{wire}, streamed: {stream}");
+        assert_eq!(outcome.answer.as_deref(), Some("Whole answer."), "{case}");
+        assert_eq!(retries.len(), 1, "{case}: {retries:?}");
         let (_, attempt, error, _, discard) = &retries[0];
-        assert_eq!((*attempt, *discard), (1, true), "{wire}");
+        assert_eq!((*attempt, *discard), (1, stream), "{case}");
+        let cut = if stream {
+            "the connection was cut mid-stream: "
+        } else {
+            "the connection was cut mid-reply: "
+        };
         assert!(
-            error.contains("the connection was cut mid-stream")
-                || error.contains("ended before the reply was complete"),
-            "{wire}: {error}"
+            error.starts_with(&format!("{wire}:m: {cut}")),
+            "{case}: {error}"
         );
-        assert_eq!(
-            kinds,
-            [
+        let expected: &[&str] = if stream {
+            &[
                 "turn_begin",
                 "llm_request",
                 "llm_delta",
                 "llm_retry",
                 "llm_delta",
                 "llm_response",
-                "turn_end"
-            ],
-            "{wire}"
-        );
+                "turn_end",
+            ]
+        } else {
+            &[
+                "turn_begin",
+                "llm_request",
+                "llm_retry",
+                "llm_response",
+                "turn_end",
+            ]
+        };
+        assert_eq!(kinds, expected, "{case}");
     }
 }
 

@@ -2,12 +2,12 @@
 //! are real components built by `build.rs`; the model is a real HTTP server
 //! on 127.0.0.1 (`wasmclaw_tests::fake_model`).
 
+mod agent_cli;
 mod cli;
 mod examples;
 mod llm_faults;
 mod loading;
 mod reload;
-mod run_cli;
 mod sandbox;
 mod sessions;
 mod turns;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use wasmclaw::plugin::cache::Compiler;
 use wasmclaw::plugin::{CallContext, Plugins, Runtime, RuntimeConfig};
+use wasmclaw_tests::bench::{Row, micros, ms, percentile, print_and_save, timed, us};
 use wasmclaw_tests::{PluginDir, example_src, guest, target_dir};
 
 /// The ten plugins of the startup measurement.
@@ -40,7 +41,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut rows: Vec<(String, String, Value)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     rt.block_on(async {
         let dir = PluginDir::new();
         dir.add("echo");
@@ -171,7 +172,7 @@ fn main() {
         ));
     }
 
-    print_and_save(&rows);
+    print_and_save("runtime", &rows);
 }
 
 /// Child process: load `dir` with the cache, print time to ready and RSS.
@@ -217,27 +218,6 @@ fn startup_probe(dir: &Path, cache: &Path) {
 
 const ADD: &str = r#"{"a":1,"b":2}"#;
 
-/// The durations of `n` runs of `f`, sorted.
-async fn timed(n: usize, f: impl AsyncFn()) -> Vec<Duration> {
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
-        let t = Instant::now();
-        f().await;
-        samples.push(t.elapsed());
-    }
-    samples.sort();
-    samples
-}
-
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
-}
-
-/// Microseconds with a fraction, for the figures file.
-fn micros(d: Duration) -> Value {
-    json!(d.as_nanos() as f64 / 1000.0)
-}
-
 fn ctx() -> CallContext {
     CallContext {
         session_key: "bench".into(),
@@ -245,31 +225,4 @@ fn ctx() -> CallContext {
         call_id: "call".into(),
         ..Default::default()
     }
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1} µs", d.as_nanos() as f64 / 1000.0)
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
-
-#[allow(clippy::print_stdout)]
-fn print_and_save(rows: &[(String, String, Value)]) {
-    let width = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
-    println!("\n{:<width$}  value", "measurement");
-    println!("{:-<width$}  {:-<12}", "", "");
-    for (name, shown, _) in rows {
-        println!("{name:<width$}  {shown}");
-    }
-    let out = target_dir().join("bench");
-    std::fs::create_dir_all(&out).unwrap();
-    let figures: serde_json::Map<String, Value> = rows
-        .iter()
-        .map(|(n, s, v)| (n.clone(), json!({"shown": s, "value": v})))
-        .collect();
-    let file = out.join("runtime.json");
-    std::fs::write(&file, serde_json::to_string_pretty(&figures).unwrap()).unwrap();
-    println!("\nwritten to {}", file.display());
 }

@@ -2,6 +2,7 @@
 //! temporary folders, one shared runtime, and the `wasmclaw` binary.
 
 pub mod agents;
+pub mod bench;
 pub mod fake_model;
 
 use std::path::{Path, PathBuf};

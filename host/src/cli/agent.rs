@@ -162,6 +162,8 @@ pub async fn run(
 /// `wasmclaw chat`: a conversation on the terminal, streamed.
 pub async fn chat(home: &Home, plugin_dir: &Path, args: &AgentArgs) -> Result<ExitCode> {
     let (agent, log) = start(home, plugin_dir, args).await?;
+    agent.announce_plugins();
+    let _watch = agent.watch_plugins()?;
     let session = session_key(args, "chat");
     let catalog = agent.plugins().catalog();
     let tools: Vec<&str> = catalog.tools().iter().map(|t| t.name.as_str()).collect();

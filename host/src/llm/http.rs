@@ -84,7 +84,10 @@ impl Exchange {
     ) -> Result<T, LlmError> {
         let body = match tokio::time::timeout_at(self.deadline, response.bytes()).await {
             Err(_) => return Err(self.no_response()),
-            Ok(Err(e)) => return Err(self.reqwest_error(&e)),
+            Ok(Err(e)) => {
+                let message = format!("the connection was cut mid-reply: {}", error_chain(&e));
+                return Err(self.error(LlmErrorKind::Network, message));
+            }
             Ok(Ok(body)) => body,
         };
         serde_json::from_slice(&body).map_err(|e| {

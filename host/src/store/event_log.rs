@@ -13,11 +13,17 @@ use crate::protocol::Event;
 /// Most events written in one transaction.
 const BATCH: usize = 256;
 
+/// How long the writer lets events gather after the first of a burst: a
+/// turn publishes tens of events within a few milliseconds, and one
+/// transaction for all of them costs far less than one each.
+const GATHER: Duration = Duration::from_millis(5);
+
 /// How long to wait before retrying a failed batch.
 const RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// Drains a lossless subscription into the store in batches (up to 256
-/// events or whatever is ready), one transaction per batch.
+/// events, or what arrived within 5 ms of the first), one transaction per
+/// batch.
 ///
 /// A batch that fails to write is logged and retried once; if that fails too
 /// it is dropped with an error naming how many events were lost, and the
@@ -40,6 +46,14 @@ impl EventLog {
         let task = tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
             while events.recv_many(&mut batch, BATCH).await > 0 {
+                if batch.len() < BATCH {
+                    tokio::time::sleep(GATHER).await;
+                    while batch.len() < BATCH
+                        && let Ok(event) = events.try_recv()
+                    {
+                        batch.push(event);
+                    }
+                }
                 write(&store, &batch).await;
                 let last = batch.iter().map(|e| e.seq).max().unwrap_or(0);
                 done.send_modify(|seq| *seq = (*seq).max(last));

@@ -1,6 +1,9 @@
-//! `wasmclaw run` as a user runs it, against a fake model on 127.0.0.1.
+//! `wasmclaw run` and `wasmclaw chat` as a user runs them, against a fake
+//! model on 127.0.0.1.
 
 use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
@@ -8,6 +11,16 @@ use wasmclaw_tests::{PluginDir, wasmclaw_bin};
 
 /// Runs the binary with a clean model environment; (exit code, stdout, stderr).
 async fn wasmclaw(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
+    wasmclaw_with_input(home, env, args, "").await
+}
+
+async fn wasmclaw_with_input(
+    home: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+    input: &str,
+) -> (i32, String, String) {
+    use tokio::io::AsyncWriteExt;
     let mut command = tokio::process::Command::new(wasmclaw_bin());
     command.env("WASMCLAW_HOME", home).env("RUST_LOG", "error");
     for var in [
@@ -20,7 +33,15 @@ async fn wasmclaw(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, Str
         command.env_remove(var);
     }
     command.envs(env.iter().copied()).args(args);
-    let out = tokio::time::timeout(std::time::Duration::from_secs(60), command.output())
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .unwrap()
         .unwrap();
@@ -241,7 +262,7 @@ async fn the_scripted_demo_model_drives_the_example_plugins() {
         out,
         "The garden party is planned for 18 December 2026 with a budget of 75. The plan is saved in party/plan.md and invites Ada, Grace and Linus.\n"
     );
-    let ends: Vec<(String, bool)> = err
+    let mut ends: Vec<(String, bool)> = err
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|e| e["type"] == "tool_call_end")
@@ -252,7 +273,10 @@ async fn the_scripted_demo_model_drives_the_example_plugins() {
             )
         })
         .collect();
-    let expected: Vec<(String, bool)> = [
+    // Calls of one reply run in parallel, so they may end in either order.
+
+    ends.sort();
+    let mut expected: Vec<(String, bool)> = [
         "date_add",
         "calculate",
         "write_file",
@@ -262,10 +286,78 @@ async fn the_scripted_demo_model_drives_the_example_plugins() {
     .iter()
     .map(|t| (t.to_string(), true))
     .collect();
+    expected.sort();
     assert_eq!(ends, expected, "{err}");
     assert!(
         std::fs::read_to_string(workspace.join("party/plan.md"))
             .unwrap()
             .contains("invite: Ada, Grace, Linus")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_streams_the_answer_and_shows_tool_calls_as_they_run() {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let fake = FakeModel::start([
+        Reply::ToolCalls {
+            text: "Adding.".into(),
+            calls: vec![wasmclaw_tests::fake_model::ToolCallReply {
+                id: "c1".into(),
+                name: "add".into(),
+                arguments: json!({"a": 2, "b": 3}),
+            }],
+        },
+        Reply::text("It is 5."),
+        Reply::Status {
+            code: 400,
+            message: "context too long".into(),
+            retry_after: None,
+        },
+    ])
+    .await;
+    let url = fake.openai_base_url();
+    let plugins = dir.path();
+    let args = [
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "chat",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &url,
+        "--session",
+        "c1",
+    ];
+    let (code, out, err) = wasmclaw_with_input(
+        &dir.scratch("home"),
+        &[],
+        &args,
+        "add 2 and 3\nmore\n/quit\n",
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    // Durations vary: show them as T.
+    let shown: Vec<String> = out
+        .lines()
+        .map(|l| match (l.find(" ("), l.find(" ms)")) {
+            (Some(a), Some(b)) if a < b => format!("{} (T ms){}", &l[..a], &l[b + 4..]),
+            _ => l.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "wasmclaw chat: model openai:m, session c1 (continue it later with --session c1)",
+            "tools: add, context, count, echo, fail, log",
+            "Type a message; an empty line or /quit ends.",
+            "> Adding.",
+            "  ⚙ add {\"a\":2,\"b\":3}",
+            "  ✓ add (T ms): 5",
+            "It is 5.",
+            "> [turn error: openai:m: HTTP 400 Bad Request: context too long]",
+            "> ",
+        ],
+        "{out}"
     );
 }
