@@ -21,8 +21,11 @@ step() { printf '\n\033[1m$ wasmclaw %s\033[0m\n' "$*"; ./target/release/wasmcla
 step plugins list
 
 printf '\n\033[1m# A turn: the scripted model calls tools over four iterations (events on stderr)\033[0m\n'
-export WASMCLAW_MODEL="scripted:$PWD/scripts/demo-model.json"
-step run --events --session demo -m "Plan the garden party for two weeks and three days after 2026-12-01"
+export WASMCLAW_MODEL="scripted:scripts/demo-model.json"
+# Every event is a JSON line on stderr; the word-by-word llm_delta lines are left out here.
+printf '\n\033[1m$ wasmclaw run --events --session demo -m "Plan the garden party ..."\033[0m\n'
+./target/release/wasmclaw run --events --session demo \
+  -m "Plan the garden party for two weeks and three days after 2026-12-01" 2>&1 | grep -v '"type":"llm_delta"' || true
 
 printf '\n\033[1m# The same, as a chat: text streams, tool calls show as they run\033[0m\n'
 printf '%s\n' "Plan the garden party again, please" "thanks!" | ./target/release/wasmclaw chat --session demo-chat || true

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::bus::{EventBus, Scope};
 use crate::llm::{Chain, Usage};
 use crate::plugin::Plugins;
-use crate::plugin::catalog::{PluginChange, PluginStatus};
+use crate::plugin::catalog::PluginChange;
 use crate::plugin::watch::WatchHandle;
 use crate::protocol::{EventBody, TurnStatus};
 use crate::store::Store;
@@ -104,18 +104,7 @@ impl Agent {
     /// `plugin_failed` (at startup, so the event log says what was offered).
     pub fn announce_plugins(&self) {
         for status in &self.plugins.catalog().plugins {
-            let change = match status {
-                PluginStatus::Loaded(p) => PluginChange::Loaded {
-                    name: p.name.to_string(),
-                    tools: p.tools.iter().map(|t| t.name.clone()).collect(),
-                },
-                PluginStatus::Failed { name, file, error } => PluginChange::Failed {
-                    name: name.clone(),
-                    file: file.clone(),
-                    error: error.clone(),
-                },
-            };
-            publish_plugin_change(&self.bus, change);
+            publish_plugin_change(&self.bus, status.as_change());
         }
     }
 }

@@ -27,6 +27,15 @@ use super::{Agent, TurnOutcome};
 /// Added to the request (not the history) on the last allowed iteration.
 const LAST_ITERATION_NOTE: &str = "You have used every tool call this turn allows. Answer now, briefly, with what you have; do not call tools.";
 
+/// How a completed turn ended.
+struct Answer {
+    text: String,
+    /// `final_answer` or `max_iterations`.
+    reason: &'static str,
+    /// The user message and everything after it: what the history gains.
+    messages: Vec<Message>,
+}
+
 pub struct Turn<'a> {
     agent: &'a Agent,
     pub(crate) id: String,
@@ -71,12 +80,8 @@ impl<'a> Turn<'a> {
         self.finish(input, result).await
     }
 
-    /// The loop. `Ok` holds the final answer and the messages to append to
-    /// the history; `Err` the reason the turn failed.
-    async fn iterate(
-        &mut self,
-        input: &str,
-    ) -> Result<(String, &'static str, Vec<Message>), String> {
+    /// The loop: the final answer, or why the turn failed.
+    async fn iterate(&mut self, input: &str) -> Result<Answer, String> {
         let history = self
             .agent
             .store
@@ -127,7 +132,11 @@ impl<'a> Turn<'a> {
                 } else {
                     "final_answer"
                 };
-                return Ok((reply.text, reason, messages.split_off(turn_start)));
+                return Ok(Answer {
+                    text: reply.text,
+                    reason,
+                    messages: messages.split_off(turn_start),
+                });
             }
             let results = super::tools::run_all(self, &tool_calls).await;
             messages.extend(results);
@@ -207,17 +216,13 @@ impl<'a> Turn<'a> {
     }
 
     /// Writes the turn and its history, then announces its end.
-    async fn finish(
-        self,
-        input: &str,
-        result: Result<(String, &'static str, Vec<Message>), String>,
-    ) -> TurnOutcome {
+    async fn finish(self, input: &str, result: Result<Answer, String>) -> TurnOutcome {
         let (status, reason, answer, messages) = match result {
-            Ok((answer, reason, messages)) => (
+            Ok(answer) => (
                 TurnStatus::Completed,
-                reason.to_string(),
-                Some(answer),
-                messages,
+                answer.reason.to_string(),
+                Some(answer.text),
+                answer.messages,
             ),
             Err(error) => (TurnStatus::Error, error, None, Vec::new()),
         };

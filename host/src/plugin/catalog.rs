@@ -55,6 +55,21 @@ pub enum StatusInfo<'a> {
 }
 
 impl PluginStatus {
+    /// This file's state as a change: loaded or failed.
+    pub fn as_change(&self) -> PluginChange {
+        match self {
+            PluginStatus::Loaded(p) => PluginChange::Loaded {
+                name: p.name.to_string(),
+                tools: p.tools.iter().map(|t| t.name.clone()).collect(),
+            },
+            PluginStatus::Failed { name, file, error } => PluginChange::Failed {
+                name: name.clone(),
+                file: file.clone(),
+                error: error.clone(),
+            },
+        }
+    }
+
     pub fn info(&self) -> StatusInfo<'_> {
         match self {
             PluginStatus::Loaded(p) => StatusInfo::Ok(p.info()),
@@ -321,17 +336,7 @@ fn diff(before: &Catalog, after: &Catalog) -> Vec<PluginChange> {
         if same {
             continue;
         }
-        changes.push(match status {
-            PluginStatus::Loaded(p) => PluginChange::Loaded {
-                name: p.name.to_string(),
-                tools: p.tools.iter().map(|t| t.name.clone()).collect(),
-            },
-            PluginStatus::Failed { name, file, error } => PluginChange::Failed {
-                name: name.clone(),
-                file: file.clone(),
-                error: error.clone(),
-            },
-        });
+        changes.push(status.as_change());
     }
     let now: std::collections::HashSet<&str> = after.plugins.iter().map(|s| s.name()).collect();
     for status in &before.plugins {
