@@ -23,8 +23,8 @@ use crate::store::Store;
 /// How turns run.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// Model calls per turn, the last one included (it is made without
-    /// tools, so the turn ends with an answer).
+    /// Model calls per turn, the last one included (it forbids tool calls,
+    /// so the turn ends with an answer).
     pub max_iterations: u32,
     /// Tool calls of one reply that run at the same time.
     pub tool_concurrency: usize,

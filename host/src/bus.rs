@@ -9,13 +9,15 @@
 //!   up on average.
 //! - [`Delivery::Bounded`]: a queue of that many events; when it is full the
 //!   newest event is dropped and counted, and the subscriber is told how many
-//!   it missed ([`Received::Dropped`]) before its next event. For renderers,
-//!   SSE clients and observers that must not make the host hold memory for
-//!   them.
+//!   it missed ([`Received::Dropped`]) exactly where they are missing: after
+//!   the events queued before them, before the first one queued after. For
+//!   renderers, SSE clients and observers that must not make the host hold
+//!   memory for them.
 //!
 //! Events are numbered under the same lock that delivers them, so every
 //! subscriber sees them in `seq` order.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -80,10 +82,14 @@ enum Sender {
     Bounded(mpsc::Sender<Arc<Event>>),
 }
 
+/// Runs of dropped events, oldest first: (first seq, how many).
+type Gaps = Arc<Mutex<VecDeque<(u64, u64)>>>;
+
 struct Subscriber {
     filter: Filter,
     sender: Sender,
     dropped: Arc<AtomicU64>,
+    gaps: Gaps,
 }
 
 struct Inner {
@@ -134,6 +140,11 @@ impl EventBus {
                     Err(mpsc::error::TrySendError::Full(_)) => {
                         sub.dropped.fetch_add(1, Ordering::Relaxed);
                         dropped_total.fetch_add(1, Ordering::Relaxed);
+                        let mut gaps = sub.gaps.lock().unwrap();
+                        match gaps.back_mut() {
+                            Some((first, n)) if *first + *n == event.seq => *n += 1,
+                            _ => gaps.push_back((event.seq, 1)),
+                        }
                         true
                     }
                     Err(mpsc::error::TrySendError::Closed(_)) => false,
@@ -165,15 +176,18 @@ impl EventBus {
                 (Sender::Bounded(tx), Receiver::Bounded(rx))
             }
         };
+        let gaps = Gaps::default();
         self.inner.lock().unwrap().subscribers.push(Subscriber {
             filter,
             sender,
             dropped: dropped.clone(),
+            gaps: gaps.clone(),
         });
         Subscription {
             receiver,
             dropped,
-            reported: 0,
+            gaps,
+            held: None,
         }
     }
 
@@ -185,6 +199,7 @@ impl EventBus {
             filter: Filter::default(),
             sender: Sender::Lossless(tx),
             dropped: Arc::default(),
+            gaps: Gaps::default(),
         });
         rx
     }
@@ -199,33 +214,38 @@ enum Receiver {
 pub struct Subscription {
     receiver: Receiver,
     dropped: Arc<AtomicU64>,
-    reported: u64,
+    gaps: Gaps,
+    /// An event held back while the gap before it is reported.
+    held: Option<Arc<Event>>,
 }
 
 impl Subscription {
-    /// The next event, or how many were dropped since the last report; `None`
-    /// when the bus is gone.
+    /// The next event, or how many were dropped at this point; `None` when
+    /// the bus is gone.
     pub async fn recv(&mut self) -> Option<Received> {
-        if let Some(gap) = self.unreported() {
-            return Some(Received::Dropped(gap));
-        }
-        let event = match &mut self.receiver {
-            Receiver::Lossless(rx) => rx.recv().await,
-            Receiver::Bounded(rx) => rx.recv().await,
+        let event = match self.held.take().or_else(|| self.try_queue()) {
+            Some(event) => event,
+            None => {
+                // Nothing queued: drops since the last event are reported
+                // now, before waiting.
+                if let Some(n) = self.gap_before(u64::MAX) {
+                    return Some(Received::Dropped(n));
+                }
+                match &mut self.receiver {
+                    Receiver::Lossless(rx) => rx.recv().await?,
+                    Receiver::Bounded(rx) => rx.recv().await?,
+                }
+            }
         };
-        event.map(Received::Event)
+        Some(self.in_order(event))
     }
 
     /// Like [`Subscription::recv`] without waiting.
     pub fn try_recv(&mut self) -> Option<Received> {
-        if let Some(gap) = self.unreported() {
-            return Some(Received::Dropped(gap));
+        match self.held.take().or_else(|| self.try_queue()) {
+            Some(event) => Some(self.in_order(event)),
+            None => self.gap_before(u64::MAX).map(Received::Dropped),
         }
-        match &mut self.receiver {
-            Receiver::Lossless(rx) => rx.try_recv().ok(),
-            Receiver::Bounded(rx) => rx.try_recv().ok(),
-        }
-        .map(Received::Event)
     }
 
     /// Events dropped for this subscriber so far.
@@ -233,13 +253,34 @@ impl Subscription {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    fn unreported(&mut self) -> Option<u64> {
-        let now = self.dropped.load(Ordering::Relaxed);
-        (now > self.reported).then(|| {
-            let gap = now - self.reported;
-            self.reported = now;
-            gap
-        })
+    fn try_queue(&mut self) -> Option<Arc<Event>> {
+        match &mut self.receiver {
+            Receiver::Lossless(rx) => rx.try_recv().ok(),
+            Receiver::Bounded(rx) => rx.try_recv().ok(),
+        }
+    }
+
+    /// `event`, or the gap that comes before it (holding the event back).
+    fn in_order(&mut self, event: Arc<Event>) -> Received {
+        match self.gap_before(event.seq) {
+            Some(n) => {
+                self.held = Some(event);
+                Received::Dropped(n)
+            }
+            None => Received::Event(event),
+        }
+    }
+
+    /// Takes the oldest gap if it starts before `seq`.
+    fn gap_before(&self, seq: u64) -> Option<u64> {
+        let mut gaps = self.gaps.lock().unwrap();
+        match gaps.front() {
+            Some(&(first, n)) if first < seq => {
+                gaps.pop_front();
+                Some(n)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -310,12 +351,17 @@ mod tests {
             bus.publish(&turn("a"), delta(&i.to_string()));
         }
         assert_eq!(bus.dropped_total(), 3);
-        assert_eq!(slow.recv().await, Some(Received::Dropped(3)));
         assert_eq!(seq(slow.recv().await), 1);
+        bus.publish(&turn("a"), delta("queued after the gap"));
+        bus.publish(&turn("a"), delta("dropped again"));
+        // 3, 4 and 5 are missing after 2 and before 6; 7 after 6.
         assert_eq!(seq(slow.recv().await), 2);
-        bus.publish(&turn("a"), delta("after"));
+        assert_eq!(slow.recv().await, Some(Received::Dropped(3)));
         assert_eq!(seq(slow.recv().await), 6);
-        for expected in 1..=6 {
+        assert_eq!(slow.try_recv(), Some(Received::Dropped(1)));
+        assert_eq!(slow.try_recv(), None);
+        assert_eq!(slow.dropped(), 4);
+        for expected in 1..=7 {
             assert_eq!(store.recv().await.unwrap().seq, expected);
         }
     }

@@ -345,16 +345,31 @@ impl Store {
                     "INSERT OR IGNORE INTO events (seq, session, turn_id, type, json)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
                 )?;
+                let mut taken = Vec::new();
                 for event in &events {
                     let json = serde_json::to_string(&**event)
                         .with_context(|| format!("serializing event {}", event.seq))?;
-                    insert.execute(params![
+                    let inserted = insert.execute(params![
                         U64(event.seq),
                         event.session,
                         event.turn_id,
                         event.body.kind(),
                         json,
                     ])?;
+                    if inserted == 0 {
+                        taken.push(event.seq);
+                    }
+                }
+                // A replay writes the same events again, harmlessly; a second
+                // host on the same file numbers its own events from the same
+                // seq, and those are not kept: say so.
+                if !taken.is_empty() {
+                    tracing::warn!(
+                        "event log: {} events not stored because their seq was already taken \
+                         (seq {:?}); is another wasmclaw using the same home folder?",
+                        taken.len(),
+                        taken
+                    );
                 }
             }
             tx.commit()?;

@@ -361,3 +361,28 @@ async fn chat_streams_the_answer_and_shows_tool_calls_as_they_run() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_without_streaming_shows_whole_replies() {
+    let dir = PluginDir::new();
+    let fake = FakeModel::start([Reply::text("Hello there.")]).await;
+    let url = fake.openai_base_url();
+    let plugins = dir.path();
+    let args = [
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "chat",
+        "--no-stream",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &url,
+        "--session",
+        "c2",
+    ];
+    let (code, out, err) = wasmclaw_with_input(&dir.scratch("home"), &[], &args, "hello\n").await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().skip(3).collect();
+    assert_eq!(lines, ["> Hello there.", "> "], "{out}");
+    assert_eq!(fake.requests()[0].body.get("stream"), None);
+}

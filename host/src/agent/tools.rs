@@ -65,7 +65,16 @@ pub async fn run_all(turn: &Turn<'_>, calls: &[ToolCall]) -> Vec<Message> {
                 ErrorKind::Internal,
                 format!("the call failed inside the host: {e}"),
             );
-            tool_message(call, for_model(&error), true)
+            let content = for_model(&error);
+            turn.publish(EventBody::ToolCallEnd {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                ok: false,
+                output: content.clone(),
+                error_kind: Some(error.kind),
+                duration_ms: 0.0,
+            });
+            tool_message(call, content, true)
         }));
     }
     results

@@ -4,9 +4,9 @@
 //! Each iteration sends the conversation and the current tool list to the
 //! model chain. A reply with tool calls runs them (see [`super::tools`]) and
 //! appends their results in the order the model asked; a reply without tool
-//! calls is the final answer. The last allowed iteration is made without
-//! tools and with a note asking for an answer, so a turn that reaches the
-//! limit still ends with one (reason `max_iterations`).
+//! calls is the final answer. The last allowed iteration forbids tool calls
+//! (`tool_choice: none`) and adds a note asking for an answer, so a turn that
+//! reaches the limit still ends with one (reason `max_iterations`).
 //!
 //! History is written once, when the turn ends: a completed turn appends the
 //! user message and everything after it in one transaction; a turn that ends
@@ -18,13 +18,15 @@ use std::time::{Instant, SystemTime};
 
 use crate::bus::Scope;
 use crate::llm::fallback::Progress;
+use crate::llm::types::ToolChoice;
 use crate::llm::{ChatRequest, Message, ToolDef, Usage};
 use crate::protocol::{EventBody, ToolCallInfo, TurnStatus};
 use crate::store::TurnRecord;
 
 use super::{Agent, TurnOutcome};
 
-/// Added to the request (not the history) on the last allowed iteration.
+/// Added to the request (not the history), as a system message, on the
+/// last allowed iteration.
 const LAST_ITERATION_NOTE: &str = "You have used every tool call this turn allows. Answer now, briefly, with what you have; do not call tools.";
 
 /// How a completed turn ended.
@@ -102,12 +104,15 @@ impl<'a> Turn<'a> {
             let last = self.iterations == max;
             let mut request = ChatRequest {
                 messages: messages.clone(),
-                tools: if last { Vec::new() } else { self.tool_defs() },
+                tools: self.tool_defs(),
                 max_tokens: self.agent.config.max_tokens,
                 ..Default::default()
             };
             if last && self.iterations > 1 {
-                request.messages.push(Message::user(LAST_ITERATION_NOTE));
+                // The tools stay declared (Anthropic refuses tool results
+                // without them), but the model may not call one.
+                request.tool_choice = ToolChoice::None;
+                request.messages.push(Message::system(LAST_ITERATION_NOTE));
             }
             let reply = self.ask(&request).await?;
             let mut tool_calls = reply.tool_calls;

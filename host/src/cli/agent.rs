@@ -198,7 +198,9 @@ pub async fn chat(home: &Home, plugin_dir: &Path, args: &AgentArgs) -> Result<Ex
                 session: Some(session.clone()),
                 no_deltas: false,
             },
-            Delivery::Bounded(4096),
+            // Lossless: the renderer stops at the turn's end, which must
+            // not be the event a full queue drops.
+            Delivery::Lossless,
         );
         let renderer = tokio::spawn(render(sub));
         let outcome = agent.run_turn(&session, line).await;
@@ -220,6 +222,8 @@ fn agent_model(args: &AgentArgs) -> &str {
 async fn render(mut sub: Subscription) {
     let mut out = std::io::stdout();
     let mut mid_line = false;
+    // Whether the current model call streamed its text (not with --no-stream).
+    let mut streamed = false;
     while let Some(received) = sub.recv().await {
         let event = match received {
             Received::Event(event) => event,
@@ -230,9 +234,14 @@ async fn render(mut sub: Subscription) {
             }
         };
         match &event.body {
+            EventBody::LlmRequest { .. } => streamed = false,
             EventBody::LlmDelta { text, .. } => {
+                streamed = true;
                 let _ = write!(out, "{text}");
                 mid_line = !text.ends_with('\n');
+            }
+            EventBody::LlmResponse { text, .. } if !streamed && !text.is_empty() => {
+                let _ = writeln!(out, "{text}");
             }
             EventBody::ToolCallBegin {
                 tool, arguments, ..

@@ -649,7 +649,7 @@ mod tests {
         assert!(error.message.contains("Overloaded"), "{}", error.message);
         let (reply, _) =
             feed(&[r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#]);
-        assert_eq!(reply.unwrap_err().kind, LlmErrorKind::Protocol);
+        assert_eq!(reply.unwrap_err().kind, LlmErrorKind::Refused);
     }
 
     #[test]

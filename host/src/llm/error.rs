@@ -28,6 +28,9 @@ pub enum LlmErrorKind {
     /// The server reported an error inside a 200 stream (e.g. Anthropic's
     /// `overloaded_error` event).
     Overloaded,
+    /// The server refused the request inside a 200 stream (an
+    /// `invalid_request_error` event): final, like a 400.
+    Refused,
     /// Misconfiguration found before any request (a missing key, a bad URL).
     Config,
 }
@@ -44,15 +47,15 @@ impl LlmError {
 
     /// Whether the same request may succeed later or elsewhere: rate limits,
     /// server errors, overload, timeouts, broken connections and streams.
-    /// Client errors (400, 401, 403, 404, 422) and configuration errors are
-    /// final.
+    /// Client errors (400, 401, 403, 404, 422), requests refused inside a
+    /// stream and configuration errors are final.
     pub fn is_retryable(&self) -> bool {
         match self.kind {
             LlmErrorKind::Status(code) => matches!(code, 408 | 409 | 425 | 429) || code >= 500,
             LlmErrorKind::Timeout | LlmErrorKind::Network | LlmErrorKind::Overloaded => true,
             // A malformed chunk is usually a proxy or server glitch.
             LlmErrorKind::Protocol => true,
-            LlmErrorKind::Config => false,
+            LlmErrorKind::Refused | LlmErrorKind::Config => false,
         }
     }
 }

@@ -148,7 +148,7 @@ impl Chain {
                     Err(error) if !error.is_retryable() => return Err(error.to_string()),
                     Err(error) => error,
                 };
-                let delay = self.backoff(attempt, &error);
+                let delay = self.backoff(attempt, &error, index + 1 < order.len());
                 let next = match delay {
                     Some(delay) => Some((name, delay)),
                     None => order
@@ -187,7 +187,7 @@ impl Chain {
     }
 
     /// The wait before trying the same candidate again, or `None` to move on.
-    fn backoff(&self, attempt: u32, error: &LlmError) -> Option<Duration> {
+    fn backoff(&self, attempt: u32, error: &LlmError, has_next: bool) -> Option<Duration> {
         if attempt >= self.policy.attempts {
             return None;
         }
@@ -197,8 +197,10 @@ impl Chain {
             .saturating_mul(1 << (attempt - 1).min(16))
             .min(self.policy.max_delay);
         match error.retry_after {
-            // The server wants more time than we would wait: try elsewhere.
-            Some(wait) if wait > self.policy.max_delay => None,
+            // The server wants more time than we would wait: try elsewhere,
+            // or, with nowhere else to go, wait as long as we would.
+            Some(wait) if wait > self.policy.max_delay && has_next => None,
+            Some(wait) if wait > self.policy.max_delay => Some(self.policy.max_delay),
             Some(wait) => Some(wait.max(exponential)),
             None => Some(exponential),
         }

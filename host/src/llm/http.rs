@@ -114,7 +114,11 @@ impl Exchange {
         if e.is_timeout() {
             self.error(LlmErrorKind::Timeout, format!("timed out: {chain}"))
         } else if e.is_builder() {
-            self.error(LlmErrorKind::Config, format!("bad request: {chain}"))
+            let url = e.url().map(|u| format!(" {u}")).unwrap_or_default();
+            self.error(
+                LlmErrorKind::Config,
+                format!("could not build the request to{url}: {chain}"),
+            )
         } else {
             self.error(
                 LlmErrorKind::Network,
@@ -203,7 +207,8 @@ pub struct WireError {
 impl WireError {
     /// An error reported inside a 200 reply: [`LlmErrorKind::Overloaded`]
     /// when it says overloaded, rate limited or server error, else
-    /// [`LlmErrorKind::Protocol`].
+    /// [`LlmErrorKind::Refused`] (the request itself was refused, e.g. the
+    /// context is too long: trying again would not help).
     pub fn into_error(self, candidate: &str) -> LlmError {
         let code = match &self.code {
             Some(Value::String(s)) => s.clone(),
@@ -237,7 +242,7 @@ impl WireError {
         let kind = if overloaded {
             LlmErrorKind::Overloaded
         } else {
-            LlmErrorKind::Protocol
+            LlmErrorKind::Refused
         };
         LlmError::new(candidate, kind, message)
     }
@@ -365,7 +370,7 @@ mod tests {
             LlmErrorKind::Overloaded
         );
         let bad = parse(r#"{"type":"invalid_request_error","message":"bad","code":null}"#);
-        assert_eq!(bad.kind, LlmErrorKind::Protocol);
+        assert_eq!(bad.kind, LlmErrorKind::Refused);
         assert_eq!(
             bad.message,
             "the server reported an error: invalid_request_error: bad"

@@ -612,7 +612,9 @@ mod tests {
         );
         let (reply, _) =
             feed(&[r#"{"error":{"message":"context too long","type":"invalid_request_error"}}"#]);
-        assert_eq!(reply.unwrap_err().kind, LlmErrorKind::Protocol);
+        let refused = reply.unwrap_err();
+        assert_eq!(refused.kind, LlmErrorKind::Refused);
+        assert!(!refused.is_retryable());
     }
 
     #[test]
