@@ -107,9 +107,7 @@ impl Agent {
             publish_plugin_change(&self.bus, status.as_change());
         }
     }
-}
 
-impl Agent {
     /// Picks up plugins added, replaced or removed while the agent runs, and
     /// publishes each change (`plugin_loaded`, `plugin_failed`,
     /// `plugin_unloaded`). Watching stops when the handle is dropped.
