@@ -165,7 +165,6 @@ impl EventBus {
     }
 
     pub fn subscribe(&self, filter: Filter, delivery: Delivery) -> Subscription {
-        let dropped = Arc::new(AtomicU64::new(0));
         let (sender, receiver) = match delivery {
             Delivery::Lossless => {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -176,13 +175,7 @@ impl EventBus {
                 (Sender::Bounded(tx), Receiver::Bounded(rx))
             }
         };
-        let gaps = Gaps::default();
-        self.inner.lock().unwrap().subscribers.push(Subscriber {
-            filter,
-            sender,
-            dropped: dropped.clone(),
-            gaps: gaps.clone(),
-        });
+        let (dropped, gaps) = self.add(filter, sender);
         Subscription {
             receiver,
             dropped,
@@ -195,13 +188,21 @@ impl EventBus {
     /// session store's writer).
     pub fn subscribe_all_lossless(&self) -> mpsc::UnboundedReceiver<Arc<Event>> {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.inner.lock().unwrap().subscribers.push(Subscriber {
-            filter: Filter::default(),
-            sender: Sender::Lossless(tx),
-            dropped: Arc::default(),
-            gaps: Gaps::default(),
-        });
+        self.add(Filter::default(), Sender::Lossless(tx));
         rx
+    }
+
+    /// Registers a subscriber; its drop counter and gap list.
+    fn add(&self, filter: Filter, sender: Sender) -> (Arc<AtomicU64>, Gaps) {
+        let dropped = Arc::new(AtomicU64::new(0));
+        let gaps = Gaps::default();
+        self.inner.lock().unwrap().subscribers.push(Subscriber {
+            filter,
+            sender,
+            dropped: dropped.clone(),
+            gaps: gaps.clone(),
+        });
+        (dropped, gaps)
     }
 }
 

@@ -294,9 +294,5 @@ fn end_line(out: &mut std::io::Stdout, mid_line: &mut bool) {
 
 /// The first `max` characters of `text` on one line.
 fn clip(text: &str, max: usize) -> String {
-    let one_line = text.replace('\n', " ⏎ ");
-    match one_line.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &one_line[..cut]),
-        None => one_line,
-    }
+    crate::llm::http::snippet(&text.replace('\n', " ⏎ "), max)
 }
