@@ -2,11 +2,14 @@
 //!
 //! - [`turn`]: one turn, from the user's message to the final answer.
 //! - [`tools`]: running the tool calls of one model reply.
+//! - [`control`]: how a running turn is steered and interrupted.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the model chain,
-//! the event bus and the session store. Front ends start turns with
-//! [`Agent::run_turn`] and follow them on the bus.
+//! the event bus and the session store. Front ends submit turns to the
+//! [`crate::scheduler::Scheduler`] and follow them on the bus;
+//! [`Agent::run_turn`] runs one turn directly, outside any schedule.
 
+pub mod control;
 pub mod tools;
 pub mod turn;
 
@@ -95,9 +98,11 @@ impl Agent {
         &self.plugins
     }
 
-    /// Runs one top-level turn on `session` for the user's `input`.
+    /// Runs one top-level turn on `session` for the user's `input`, with no
+    /// one to steer or interrupt it.
     pub async fn run_turn(&self, session: &str, input: &str) -> TurnOutcome {
-        turn::Turn::new(self, session, None).run(input).await
+        let control = Arc::new(control::TurnControl::new(session, 0));
+        turn::Turn::new(self, control, None).run(input).await
     }
 
     /// Publishes the state of every plugin file: `plugin_loaded` or

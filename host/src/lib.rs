@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`protocol`]: the wire types: Ops in, Events out (serde only).
 //! - [`bus`]: the event bus: numbering, fan-out, bounded and lossless delivery.
+//! - [`scheduler`]: sessions and their turns: ordering per session, parallel
+//!   sessions, steering, follow-ups and interrupts.
 //! - [`agent`]: turns: the loop of model calls and tool calls.
 //! - [`llm`]: model providers (OpenAI-compatible, Anthropic, scripted) and the
 //!   fallback chain.
@@ -22,4 +24,5 @@ pub mod home;
 pub mod llm;
 pub mod plugin;
 pub mod protocol;
+pub mod scheduler;
 pub mod store;

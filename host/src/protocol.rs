@@ -20,13 +20,69 @@ use crate::llm::{FinishReason, Usage};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Op {
-    /// A user message for a session: starts a turn.
+    /// A user message for a session: starts a turn when the session is idle;
+    /// otherwise steers its running turn or waits as a follow-up turn, by the
+    /// session's [`Policy`].
     UserMessage { session: String, content: String },
-    /// A message for the turn running on a session: taken in before its next
-    /// model call.
+    /// A message for the turn running on a session, taken in before its next
+    /// model call whatever the session's policy; starts a turn when none runs.
     Steer { session: String, content: String },
     /// Stops a turn, named by its session or its id.
     Interrupt { target: Target, mode: InterruptMode },
+    /// What a session does with a message that arrives while its turn runs.
+    SetPolicy { session: String, policy: Policy },
+}
+
+/// What a session does with a user message that arrives while its turn runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Inject it into the running turn before its next model call.
+    #[default]
+    Steer,
+    /// Queue it as a turn of its own, run after the current one.
+    FollowUp,
+}
+
+/// What the core did with an accepted [`Op`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Accepted {
+    /// A turn started (or waits for a free slot) for the message.
+    Started {
+        turn_id: String,
+    },
+    /// The message will be injected into the running turn.
+    Steered {
+        turn_id: String,
+    },
+    /// The message waits as a follow-up turn; 1 is next.
+    Queued {
+        position: usize,
+    },
+    /// The turn was told to stop. `discarded`: the messages that went with
+    /// it (a hard interrupt drops its pending steering and the session's
+    /// queued follow-ups).
+    Interrupted {
+        turn_id: String,
+        discarded: Vec<String>,
+    },
+    PolicySet,
+}
+
+/// Why an [`Op`] was refused. Nothing else changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "error", content = "message", rename_all = "snake_case")]
+pub enum Refused {
+    /// The interrupt's target has no running turn.
+    #[error("{0}")]
+    NoActiveTurn(String),
+    /// The session's steering or follow-up queue is at its limit.
+    #[error("{0}")]
+    QueueFull(String),
+    /// The op itself is malformed (an empty session key).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Which turn a control operation is for: never "the active turn".
@@ -73,7 +129,8 @@ pub enum EventBody {
     },
     TurnEnd {
         status: TurnStatus,
-        /// Why it ended: `final_answer`, `max_iterations`, or the error.
+        /// Why it ended: `final_answer`, `max_iterations`, `interrupted`, or
+        /// the error.
         reason: String,
         iterations: u32,
         usage: Usage,
@@ -136,6 +193,25 @@ pub enum EventBody {
         tool: String,
         reason: String,
     },
+    /// A user message taken into the running turn, before the model call of
+    /// `iteration`.
+    SteeringInjected {
+        iteration: u32,
+        content: String,
+    },
+    /// A user message that will run as a turn of its own after the current
+    /// one (1 is next). Session-scoped: the turn does not exist yet.
+    FollowUpQueued {
+        content: String,
+        position: usize,
+    },
+    /// An interrupt reached the turn. `discarded`: the messages a hard
+    /// interrupt dropped with it (pending steering, queued follow-ups).
+    InterruptReceived {
+        mode: InterruptMode,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        discarded: Vec<String>,
+    },
     PluginLoaded {
         plugin: String,
         tools: Vec<String>,
@@ -163,6 +239,9 @@ impl EventBody {
             EventBody::ToolCallBegin { .. } => "tool_call_begin",
             EventBody::ToolCallEnd { .. } => "tool_call_end",
             EventBody::ToolCallSkipped { .. } => "tool_call_skipped",
+            EventBody::SteeringInjected { .. } => "steering_injected",
+            EventBody::FollowUpQueued { .. } => "follow_up_queued",
+            EventBody::InterruptReceived { .. } => "interrupt_received",
             EventBody::PluginLoaded { .. } => "plugin_loaded",
             EventBody::PluginFailed { .. } => "plugin_failed",
             EventBody::PluginUnloaded { .. } => "plugin_unloaded",

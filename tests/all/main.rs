@@ -9,5 +9,6 @@ mod llm_faults;
 mod loading;
 mod reload;
 mod sandbox;
+mod scheduler;
 mod sessions;
 mod turns;

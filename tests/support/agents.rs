@@ -56,6 +56,16 @@ pub fn agent(
     candidates: Vec<ProviderConfig>,
     store: Store,
 ) -> (Arc<Agent>, Subscription) {
+    agent_with(plugins, candidates, store, AgentConfig::default())
+}
+
+/// [`agent`] with a `config` of its own.
+pub fn agent_with(
+    plugins: Arc<Plugins>,
+    candidates: Vec<ProviderConfig>,
+    store: Store,
+    config: AgentConfig,
+) -> (Arc<Agent>, Subscription) {
     let client = wasmclaw::llm::http_client();
     let providers = candidates
         .into_iter()
@@ -64,7 +74,7 @@ pub fn agent(
     let chain = Chain::new(providers, quick_retries());
     let bus = EventBus::new(store.last_seq().unwrap());
     let events = bus.subscribe(Filter::default(), Delivery::Lossless);
-    let agent = Agent::new(plugins, Arc::new(chain), bus, store, AgentConfig::default());
+    let agent = Agent::new(plugins, Arc::new(chain), bus, store, config);
     (Arc::new(agent), events)
 }
 
@@ -78,6 +88,36 @@ pub fn drain(sub: &mut Subscription) -> Vec<Arc<Event>> {
         }
     }
     events
+}
+
+/// Events from `sub` up to and including the first that `stop` accepts.
+/// Panics after `limit`, or if the subscription drops events.
+pub async fn until(
+    sub: &mut Subscription,
+    limit: Duration,
+    mut stop: impl FnMut(&Event) -> bool,
+) -> Vec<Arc<Event>> {
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let received = tokio::time::timeout_at(deadline, sub.recv())
+            .await
+            .unwrap_or_else(|_| {
+                let seen: Vec<_> = events.iter().map(|e: &Arc<Event>| e.body.kind()).collect();
+                panic!("the awaited event did not come within {limit:?}; seen: {seen:?}")
+            })
+            .expect("the bus is open");
+        match received {
+            Received::Event(event) => {
+                let done = stop(&event);
+                events.push(event);
+                if done {
+                    return events;
+                }
+            }
+            Received::Dropped(n) => panic!("a lossless subscription dropped {n} events"),
+        }
+    }
 }
 
 /// The `type` of each event, with each run of `llm_delta` shown once.

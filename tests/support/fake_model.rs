@@ -78,6 +78,36 @@ impl Reply {
     }
 }
 
+/// Makes the reply to a request from its body, once the scripted replies are
+/// used up (for tests with many concurrent turns, where the order of
+/// requests is not known).
+#[derive(Clone)]
+pub struct Responder(pub Arc<dyn Fn(&Value) -> Reply + Send + Sync>);
+
+impl Responder {
+    pub fn new(f: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Responder {
+        Responder(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder")
+    }
+}
+
+/// Whether a request's messages end with a tool result (OpenAI or Anthropic
+/// shape): the model is being asked to go on after a tool call.
+pub fn after_tool_result(body: &Value) -> bool {
+    let Some(last) = body["messages"].as_array().and_then(|m| m.last()) else {
+        return false;
+    };
+    last["role"] == "tool"
+        || last["content"]
+            .as_array()
+            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
     /// OpenAI streaming: repeat the function name (and id) in every tool-call
@@ -86,6 +116,8 @@ pub struct Options {
     /// Usage reported per reply.
     pub input_tokens: u32,
     pub output_tokens: u32,
+    /// Answers when no scripted reply is left (else: HTTP 500).
+    pub responder: Option<Responder>,
 }
 
 impl Default for Options {
@@ -94,6 +126,7 @@ impl Default for Options {
             repeat_tool_name: false,
             input_tokens: 10,
             output_tokens: 5,
+            responder: None,
         }
     }
 }
@@ -250,7 +283,9 @@ async fn handle(
             );
         }
     };
-    let Some(mut reply) = shared.replies.lock().unwrap().pop_front() else {
+    let scripted = shared.replies.lock().unwrap().pop_front();
+    let responder = shared.options.responder.as_ref();
+    let Some(mut reply) = scripted.or_else(|| responder.map(|r| (r.0)(&request))) else {
         return error_response(format, 500, "fake model: no scripted reply left", None);
     };
     while let Reply::Delay(wait, inner) = reply {

@@ -6,10 +6,15 @@
 //! that order whatever order they finish in. A failure (an unknown tool,
 //! arguments that do not fit the schema, a plugin error, a breached limit)
 //! becomes the call's result text, marked as an error, so the model can read
-//! it and try something else: it does not end the turn. Dropping the turn
-//! (a hard interrupt) aborts the calls still running.
+//! it and try something else: it does not end the turn.
+//!
+//! A call that has not started when the user steers the turn or interrupts
+//! it gracefully is skipped (`tool_call_skipped`), and its result tells the
+//! model why. Dropping the turn (a hard interrupt) aborts the calls still
+//! running (the plugin instance stops at its next epoch tick) and ends each
+//! with a `cancelled` error, so every `tool_call_begin` has its end.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::sync::Semaphore;
@@ -22,17 +27,84 @@ use crate::protocol::EventBody;
 
 use super::turn::{Turn, millis};
 
+/// Publishes a call's `tool_call_end` exactly once: from the call's task
+/// when it finishes, or from the turn when it drops the call first. The lock
+/// is held while publishing, so the end is on the bus before the loser
+/// returns (and so before the turn's own end).
+#[derive(Default)]
+struct EndOnce(Mutex<bool>);
+
+impl EndOnce {
+    fn publish(&self, bus: &EventBus, scope: &Scope, end: impl FnOnce() -> EventBody) {
+        let mut done = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !*done {
+            *done = true;
+            bus.publish(scope, end());
+        }
+    }
+}
+
+/// The calls of a batch that have begun; on drop (the turn was aborted),
+/// ends those that have not.
+struct Begun<'a> {
+    turn: &'a Turn<'a>,
+    calls: Vec<(Arc<EndOnce>, &'a ToolCall)>,
+}
+
+impl Drop for Begun<'_> {
+    fn drop(&mut self) {
+        let error = ToolError::new(
+            ErrorKind::Cancelled,
+            "the turn was aborted while the call ran",
+        );
+        for (end, call) in &self.calls {
+            end.publish(&self.turn.agent().bus, &self.turn.scope, || {
+                EventBody::ToolCallEnd {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    ok: false,
+                    output: for_model(&error),
+                    error_kind: Some(error.kind),
+                    duration_ms: 0.0,
+                }
+            });
+        }
+    }
+}
+
+enum Started {
+    Running(AbortOnDropHandle<Message>, Arc<EndOnce>),
+    Skipped(Message),
+}
+
 /// Runs `calls`; one `Tool` message per call, in the same order.
-pub async fn run_all(turn: &Turn<'_>, calls: &[ToolCall]) -> Vec<Message> {
+pub async fn run_all<'a>(turn: &'a Turn<'a>, calls: &'a [ToolCall]) -> Vec<Message> {
     let agent = turn.agent();
     let slots = Arc::new(Semaphore::new(agent.config.tool_concurrency.max(1)));
-    let mut running = Vec::with_capacity(calls.len());
+    let mut begun = Begun {
+        turn,
+        calls: Vec::with_capacity(calls.len()),
+    };
+    let mut started = Vec::with_capacity(calls.len());
     for call in calls {
         let slot = slots
             .clone()
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
+        if let Some(reason) = turn.control.skip_reason() {
+            turn.publish(EventBody::ToolCallSkipped {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                reason: reason.to_string(),
+            });
+            started.push(Started::Skipped(tool_message(
+                call,
+                format!("skipped: {reason}"),
+                true,
+            )));
+            continue;
+        }
         turn.publish(EventBody::ToolCallBegin {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -46,27 +118,40 @@ pub async fn run_all(turn: &Turn<'_>, calls: &[ToolCall]) -> Vec<Message> {
             call_id: call.id.clone(),
             deadline: None,
         };
+        let end = Arc::new(EndOnce::default());
+        begun.calls.push((end.clone(), call));
         let (plugins, bus, scope, call) = (
             agent.plugins.clone(),
             agent.bus.clone(),
             turn.scope.clone(),
             call.clone(),
         );
-        running.push(AbortOnDropHandle::new(tokio::spawn(async move {
-            let result = run_one(&plugins, &bus, &scope, &ctx, &call).await;
-            drop(slot);
-            result
-        })));
+        let task = AbortOnDropHandle::new(tokio::spawn({
+            let end = end.clone();
+            async move {
+                let result = run_one(&plugins, &bus, &scope, &ctx, &call, &end).await;
+                drop(slot);
+                result
+            }
+        }));
+        started.push(Started::Running(task, end));
     }
     let mut results = Vec::with_capacity(calls.len());
-    for (task, call) in running.into_iter().zip(calls) {
+    for (started, call) in started.into_iter().zip(calls) {
+        let (task, end) = match started {
+            Started::Skipped(message) => {
+                results.push(message);
+                continue;
+            }
+            Started::Running(task, end) => (task, end),
+        };
         results.push(task.await.unwrap_or_else(|e| {
             let error = ToolError::new(
                 ErrorKind::Internal,
                 format!("the call failed inside the host: {e}"),
             );
             let content = for_model(&error);
-            turn.publish(EventBody::ToolCallEnd {
+            end.publish(&agent.bus, &turn.scope, || EventBody::ToolCallEnd {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 ok: false,
@@ -86,6 +171,7 @@ async fn run_one(
     scope: &Scope,
     ctx: &CallContext,
     call: &ToolCall,
+    end: &EndOnce,
 ) -> Message {
     let started = Instant::now();
     let result = plugins.call(ctx, &call.name, &call.arguments).await;
@@ -94,17 +180,14 @@ async fn run_one(
         Ok(output) => (output, false, None),
         Err(error) => (for_model(&error), true, Some(error.kind)),
     };
-    bus.publish(
-        scope,
-        EventBody::ToolCallEnd {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            ok: !is_error,
-            output: content.clone(),
-            error_kind,
-            duration_ms,
-        },
-    );
+    end.publish(bus, scope, || EventBody::ToolCallEnd {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        ok: !is_error,
+        output: content.clone(),
+        error_kind,
+        duration_ms,
+    });
     tool_message(call, content, is_error)
 }
 

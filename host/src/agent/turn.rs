@@ -8,12 +8,22 @@
 //! (`tool_choice: none`) and adds a note asking for an answer, so a turn that
 //! reaches the limit still ends with one (reason `max_iterations`).
 //!
+//! The turn is steered and interrupted through its [`TurnControl`]:
+//! steering is taken in before each model call (`steering_injected`); a tool
+//! call that has not started when steering or a graceful interrupt arrives is
+//! skipped, and its result says why; a final answer given while steering is
+//! pending does not end the turn. After a graceful interrupt the next model
+//! call is the last, without tools (reason `interrupted`); a hard interrupt
+//! drops whatever the turn is waiting for (the model's reply, running tool
+//! calls) and ends it `aborted`.
+//!
 //! History is written once, when the turn ends: a completed turn appends the
 //! user message and everything after it in one transaction; a turn that ends
 //! in error or is aborted appends nothing, so the history never holds half a
 //! turn (a tool call without its result, a question without an answer). The
 //! turn itself, with its status and reason, is recorded either way.
 
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::bus::Scope;
@@ -23,16 +33,21 @@ use crate::llm::{ChatRequest, Message, ToolDef, Usage};
 use crate::protocol::{EventBody, ToolCallInfo, TurnStatus};
 use crate::store::TurnRecord;
 
+use super::control::TurnControl;
 use super::{Agent, TurnOutcome};
 
 /// Added to the request (not the history), as a system message, on the
 /// last allowed iteration.
 const LAST_ITERATION_NOTE: &str = "You have used every tool call this turn allows. Answer now, briefly, with what you have; do not call tools.";
 
+/// Added after a graceful interrupt, on the turn's last call.
+const INTERRUPTED_NOTE: &str =
+    "The user interrupted this turn. Do not call tools; answer now, briefly, with what you have.";
+
 /// How a completed turn ended.
 struct Answer {
     text: String,
-    /// `final_answer` or `max_iterations`.
+    /// `final_answer`, `max_iterations` or `interrupted`.
     reason: &'static str,
     /// The user message and everything after it: what the history gains.
     messages: Vec<Message>,
@@ -46,23 +61,42 @@ pub struct Turn<'a> {
     started_at: String,
     iterations: u32,
     usage: Usage,
+    pub(crate) control: Arc<TurnControl>,
+}
+
+/// Why a turn did not complete.
+enum Failure {
+    Error(String),
+    /// A hard interrupt.
+    Aborted,
+}
+
+impl From<String> for Failure {
+    fn from(error: String) -> Failure {
+        Failure::Error(error)
+    }
 }
 
 impl<'a> Turn<'a> {
-    pub fn new(agent: &'a Agent, session: &str, parent_turn_id: Option<String>) -> Turn<'a> {
-        let id = uuid::Uuid::now_v7().to_string();
+    /// The turn that `control` steers, on the control's session.
+    pub fn new(
+        agent: &'a Agent,
+        control: Arc<TurnControl>,
+        parent_turn_id: Option<String>,
+    ) -> Turn<'a> {
         Turn {
             agent,
             scope: Scope {
-                session: Some(session.to_string()),
-                turn_id: Some(id.clone()),
+                session: Some(control.session.clone()),
+                turn_id: Some(control.id.clone()),
                 parent_turn_id,
             },
-            id,
-            session: session.to_string(),
+            id: control.id.clone(),
+            session: control.session.clone(),
             started_at: now(),
             iterations: 0,
             usage: Usage::default(),
+            control,
         }
     }
 
@@ -78,12 +112,24 @@ impl<'a> Turn<'a> {
         self.publish(EventBody::TurnBegin {
             input: input.to_string(),
         });
-        let result = self.iterate(input).await;
+        let cancel = self.control.cancelled().clone();
+        let result = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(Failure::Aborted),
+            result = self.iterate(input) => result,
+        };
+        // A hard interrupt accepted during the loop's last step (its sender
+        // was told the turn stops) wins over the step's result.
+        let result = if cancel.is_cancelled() {
+            Err(Failure::Aborted)
+        } else {
+            result
+        };
         self.finish(input, result).await
     }
 
     /// The loop: the final answer, or why the turn failed.
-    async fn iterate(&mut self, input: &str) -> Result<Answer, String> {
+    async fn iterate(&mut self, input: &str) -> Result<Answer, Failure> {
         let history = self
             .agent
             .store
@@ -101,29 +147,48 @@ impl<'a> Turn<'a> {
         let max = self.agent.config.max_iterations.max(1);
         loop {
             self.iterations += 1;
-            let last = self.iterations == max;
+            for content in self.control.take_steering() {
+                self.publish(EventBody::SteeringInjected {
+                    iteration: self.iterations,
+                    content: content.clone(),
+                });
+                messages.push(Message::user(content));
+            }
+            let at_limit = self.iterations == max;
+            let interrupted = self.control.winding_down();
+            let last = at_limit || interrupted;
             let mut request = ChatRequest {
                 messages: messages.clone(),
                 tools: self.tool_defs(),
                 max_tokens: self.agent.config.max_tokens,
                 ..Default::default()
             };
-            if last && self.iterations > 1 {
+            if interrupted || (at_limit && self.iterations > 1) {
                 // The tools stay declared (Anthropic refuses tool results
                 // without them), but the model may not call one.
                 request.tool_choice = ToolChoice::None;
-                request.messages.push(Message::system(LAST_ITERATION_NOTE));
+                let note = if interrupted {
+                    INTERRUPTED_NOTE
+                } else {
+                    LAST_ITERATION_NOTE
+                };
+                request.messages.push(Message::system(note));
             }
             let reply = self.ask(&request).await?;
             let mut tool_calls = reply.tool_calls;
             if last && !tool_calls.is_empty() {
                 // Offered no tools, the model asked anyway: the turn still
                 // ends here, and the history keeps no unanswered call.
+                let reason = if interrupted {
+                    "the user interrupted the turn".to_string()
+                } else {
+                    format!("the turn reached its limit of {max} iterations")
+                };
                 for call in tool_calls.drain(..) {
                     self.publish(EventBody::ToolCallSkipped {
                         call_id: call.id,
                         tool: call.name,
-                        reason: format!("the turn reached its limit of {max} iterations"),
+                        reason: reason.clone(),
                     });
                 }
             }
@@ -132,7 +197,15 @@ impl<'a> Turn<'a> {
                 tool_calls: tool_calls.clone(),
             });
             if tool_calls.is_empty() {
-                let reason = if last && max > 1 {
+                // Steering that arrived during the reply is answered in this
+                // turn, unless the turn is at its limit (it then runs as a
+                // follow-up).
+                if !self.control.try_end(!at_limit) {
+                    continue;
+                }
+                let reason = if self.control.was_interrupted() {
+                    "interrupted"
+                } else if at_limit && max > 1 {
                     "max_iterations"
                 } else {
                     "final_answer"
@@ -221,7 +294,8 @@ impl<'a> Turn<'a> {
     }
 
     /// Writes the turn and its history, then announces its end.
-    async fn finish(self, input: &str, result: Result<Answer, String>) -> TurnOutcome {
+    async fn finish(self, input: &str, result: Result<Answer, Failure>) -> TurnOutcome {
+        self.control.end();
         let (status, reason, answer, messages) = match result {
             Ok(answer) => (
                 TurnStatus::Completed,
@@ -229,7 +303,13 @@ impl<'a> Turn<'a> {
                 Some(answer.text),
                 answer.messages,
             ),
-            Err(error) => (TurnStatus::Error, error, None, Vec::new()),
+            Err(Failure::Error(error)) => (TurnStatus::Error, error, None, Vec::new()),
+            Err(Failure::Aborted) => (
+                TurnStatus::Aborted,
+                "interrupted".to_string(),
+                None,
+                Vec::new(),
+            ),
         };
         let mut outcome = TurnOutcome {
             turn_id: self.id.clone(),

@@ -20,6 +20,8 @@ pub enum ErrorKind {
     Timeout,
     Upstream,
     Internal,
+    /// Host-side only: the host stopped the call (its turn was aborted).
+    Cancelled,
 }
 
 impl ErrorKind {
@@ -31,6 +33,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Upstream => "upstream",
             ErrorKind::Internal => "internal",
+            ErrorKind::Cancelled => "cancelled",
         }
     }
 }

@@ -1,0 +1,208 @@
+//! The control surface of one running turn: its steering inbox, and the
+//! interrupts it has received.
+//!
+//! The scheduler writes (steering, interrupts); the turn reads, at its safe
+//! points: before each model call it takes the steering in, before each tool
+//! call it asks whether to skip, and when the model gives a final answer it
+//! asks whether it may end. All of that happens under one small lock, so a
+//! message or an interrupt that races the turn's end is either seen by the
+//! turn or refused to the sender (who then queues it as a follow-up, or is
+//! told there is no active turn): never accepted and then ignored.
+
+use std::sync::{Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::{EventBus, Scope};
+use crate::protocol::{EventBody, InterruptMode};
+
+/// Where a turn is in its life, as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Takes steering; can be interrupted.
+    Running,
+    /// A graceful interrupt arrived: no new tool calls, one last answer.
+    /// Takes no more steering; a hard interrupt still stops it.
+    WindingDown,
+    /// Decided to end (or hard-interrupted): takes nothing more.
+    Ended,
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// Accepted, not yet taken in, in arrival order.
+    steering: Vec<String>,
+    graceful: bool,
+}
+
+/// Why the control refused a message or an interrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// The turn takes no more steering (it is winding down or ending).
+    NoSteering,
+    /// The turn's steering inbox holds its limit.
+    Full,
+    /// The turn has ended (or is ending): it cannot be interrupted.
+    Ended,
+}
+
+#[derive(Debug)]
+pub struct TurnControl {
+    pub id: String,
+    pub session: String,
+    steering_capacity: usize,
+    state: Mutex<State>,
+    cancel: CancellationToken,
+}
+
+impl TurnControl {
+    /// The control of a new turn with a fresh id.
+    pub fn new(session: &str, steering_capacity: usize) -> TurnControl {
+        TurnControl {
+            id: uuid::Uuid::now_v7().to_string(),
+            session: session.to_string(),
+            steering_capacity,
+            state: Mutex::new(State {
+                phase: Phase::Running,
+                steering: Vec::new(),
+                graceful: false,
+            }),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The lock is never held across a panic point that leaves the state
+        // half-written, so a poisoned lock's data is still consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn scope(&self) -> Scope {
+        Scope {
+            session: Some(self.session.clone()),
+            turn_id: Some(self.id.clone()),
+            parent_turn_id: None,
+        }
+    }
+
+    /// Fires on a hard interrupt.
+    pub fn cancelled(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Accepts a steering message, to be taken in before the next model call.
+    pub fn steer(&self, content: &str) -> Result<(), Closed> {
+        let mut state = self.state();
+        if state.phase != Phase::Running {
+            return Err(Closed::NoSteering);
+        }
+        if state.steering.len() >= self.steering_capacity {
+            return Err(Closed::Full);
+        }
+        state.steering.push(content.to_string());
+        Ok(())
+    }
+
+    /// Delivers an interrupt and publishes `interrupt_received` (before the
+    /// turn can act on it). A hard interrupt ends the turn's life at once and
+    /// returns the steering it drops; `queued` are the session's follow-ups
+    /// the caller dropped with it, reported in the same event.
+    pub fn interrupt(
+        &self,
+        mode: InterruptMode,
+        bus: &EventBus,
+        queued: impl FnOnce() -> Vec<String>,
+    ) -> Result<Vec<String>, Closed> {
+        let mut state = self.state();
+        if state.phase == Phase::Ended {
+            return Err(Closed::Ended);
+        }
+        let discarded = match mode {
+            InterruptMode::Graceful => {
+                state.graceful = true;
+                state.phase = Phase::WindingDown;
+                Vec::new()
+            }
+            InterruptMode::Hard => {
+                state.phase = Phase::Ended;
+                let mut discarded = std::mem::take(&mut state.steering);
+                discarded.extend(queued());
+                discarded
+            }
+        };
+        bus.publish(
+            &self.scope(),
+            EventBody::InterruptReceived {
+                mode,
+                discarded: discarded.clone(),
+            },
+        );
+        if mode == InterruptMode::Hard {
+            self.cancel.cancel();
+        }
+        Ok(discarded)
+    }
+
+    /// The steering messages to put before the next model call (none once a
+    /// graceful interrupt arrived: those wait for a turn of their own).
+    pub(crate) fn take_steering(&self) -> Vec<String> {
+        let mut state = self.state();
+        if state.phase == Phase::Running {
+            std::mem::take(&mut state.steering)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Whether the turn should make its next model call the last, without
+    /// tools.
+    pub(crate) fn winding_down(&self) -> bool {
+        self.state().phase != Phase::Running
+    }
+
+    /// Why a tool call that has not started yet should not start: the turn
+    /// was interrupted, or the user said something new.
+    pub(crate) fn skip_reason(&self) -> Option<&'static str> {
+        let state = self.state();
+        if state.phase != Phase::Running {
+            Some("the user interrupted the turn; this call was not run")
+        } else if !state.steering.is_empty() {
+            Some("the user sent a new message; this call was not run")
+        } else {
+            None
+        }
+    }
+
+    /// Asked when the model gave a final answer. `false`: steering is
+    /// pending, so the turn goes on with it (unless `may_continue` is false:
+    /// the turn is at its limit). `true`: the turn ends; from here it takes
+    /// no steering and no interrupt.
+    pub(crate) fn try_end(&self, may_continue: bool) -> bool {
+        let mut state = self.state();
+        if may_continue && state.phase == Phase::Running && !state.steering.is_empty() {
+            return false;
+        }
+        state.phase = Phase::Ended;
+        true
+    }
+
+    /// Whether a graceful interrupt reached the turn.
+    pub(crate) fn was_interrupted(&self) -> bool {
+        self.state().graceful
+    }
+
+    /// Ends the turn's life: from here it takes no steering and no
+    /// interrupt.
+    pub(crate) fn end(&self) {
+        self.state().phase = Phase::Ended;
+    }
+
+    /// The steering an ended turn never took in, for the scheduler to run as
+    /// follow-ups.
+    pub fn leftover(&self) -> Vec<String> {
+        let mut state = self.state();
+        debug_assert_eq!(state.phase, Phase::Ended);
+        std::mem::take(&mut state.steering)
+    }
+}

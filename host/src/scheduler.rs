@@ -1,0 +1,381 @@
+//! The scheduler: many sessions at once, one turn at a time per session.
+//!
+//! Every front end submits [`Op`]s here. The scheduler keeps a table of
+//! sessions (each with its policy, its running turn and its queue of
+//! follow-ups) and of running turns by id, so every steer and interrupt
+//! reaches the turn it names, never "whichever turn is active".
+//!
+//! - A session's turns run strictly in arrival order, one at a time: the
+//!   first message of an idle session starts a task that runs its turns until
+//!   the queue is empty.
+//! - Different sessions run in parallel, at most
+//!   [`SchedulerConfig::max_parallel`] turns at once; the others wait for a
+//!   slot, first come first served.
+//! - A message for a busy session steers its running turn (policy `steer`,
+//!   the default) or waits as a follow-up turn (policy `follow_up`). Steering
+//!   a turn that is already ending, or winding down after a graceful
+//!   interrupt, queues the message instead. Queues are bounded; a full one
+//!   refuses the message, so nothing is dropped silently.
+//! - Steering a turn never took in (it ended at its iteration limit, or
+//!   failed) runs as follow-ups, first in the queue.
+//! - A hard interrupt drops the session's queued follow-ups with the turn and
+//!   says which in `interrupt_received`.
+//!
+//! Lock order: the session table, then a session's state, then a turn's
+//! control, then the turn table. No lock is held across an await.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{Notify, Semaphore};
+
+use crate::agent::control::{Closed, TurnControl};
+use crate::agent::turn::Turn;
+use crate::agent::{Agent, TurnOutcome};
+use crate::bus::Scope;
+use crate::protocol::{
+    Accepted, EventBody, InterruptMode, Op, Policy, Refused, Target, TurnStatus,
+};
+
+/// Limits of the scheduler.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Turns that run at the same time, across sessions.
+    pub max_parallel: usize,
+    /// Follow-up messages a session may have waiting.
+    pub queue_capacity: usize,
+    /// Steering messages a running turn may have waiting.
+    pub steering_capacity: usize,
+}
+
+pub const DEFAULT_MAX_PARALLEL: usize = 256;
+pub const DEFAULT_QUEUE_CAPACITY: usize = 64;
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            max_parallel: DEFAULT_MAX_PARALLEL,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            steering_capacity: DEFAULT_QUEUE_CAPACITY,
+        }
+    }
+}
+
+/// Runs the turns of every session. Cheap to clone: clones share the tables.
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    agent: Arc<Agent>,
+    config: SchedulerConfig,
+    slots: Semaphore,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    turns: Mutex<HashMap<String, Arc<TurnControl>>>,
+    /// Sessions with a turn running or waiting.
+    busy: AtomicUsize,
+    /// Notified whenever a session becomes idle.
+    went_idle: Notify,
+}
+
+struct Session {
+    key: String,
+    state: Mutex<SessionState>,
+}
+
+#[derive(Default)]
+struct SessionState {
+    policy: Policy,
+    /// A task runs this session's turns.
+    busy: bool,
+    /// The turn that takes steering and interrupts, until it ends.
+    active: Option<Arc<TurnControl>>,
+    /// Follow-up messages, each a turn of its own, in order.
+    queue: VecDeque<String>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves its data consistent before any point
+    // that could panic, so a poisoned lock's data is still usable.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Session {
+    fn state(&self) -> MutexGuard<'_, SessionState> {
+        lock(&self.state)
+    }
+}
+
+impl Scheduler {
+    pub fn new(agent: Arc<Agent>, config: SchedulerConfig) -> Scheduler {
+        Scheduler {
+            inner: Arc::new(Inner {
+                slots: Semaphore::new(config.max_parallel.max(1)),
+                agent,
+                config,
+                sessions: Mutex::new(HashMap::new()),
+                turns: Mutex::new(HashMap::new()),
+                busy: AtomicUsize::new(0),
+                went_idle: Notify::new(),
+            }),
+        }
+    }
+
+    pub fn agent(&self) -> &Arc<Agent> {
+        &self.inner.agent
+    }
+
+    /// Does what `op` asks, at once: a turn it starts runs on its own task.
+    pub fn submit(&self, op: Op) -> Result<Accepted, Refused> {
+        match op {
+            Op::UserMessage { session, content } => self.inner.message(&session, content, false),
+            Op::Steer { session, content } => self.inner.message(&session, content, true),
+            Op::Interrupt { target, mode } => self.inner.interrupt(&target, mode),
+            Op::SetPolicy { session, policy } => {
+                self.inner.session(&session)?.state().policy = policy;
+                Ok(Accepted::PolicySet)
+            }
+        }
+    }
+
+    /// The id of the turn running on `session` (while it can still be
+    /// steered or interrupted).
+    pub fn active_turn(&self, session: &str) -> Option<String> {
+        let session = lock(&self.inner.sessions).get(session).cloned()?;
+        let state = session.state();
+        state.active.as_ref().map(|turn| turn.id.clone())
+    }
+
+    /// Whether `session` has a turn running or waiting.
+    pub fn is_busy(&self, session: &str) -> bool {
+        lock(&self.inner.sessions)
+            .get(session)
+            .is_some_and(|s| s.state().busy)
+    }
+
+    /// Waits until `session` has no turn running or waiting.
+    pub async fn until_idle(&self, session: &str) {
+        self.wait_for(|| !self.is_busy(session)).await
+    }
+
+    /// Waits until no session has a turn running or waiting.
+    pub async fn until_all_idle(&self) {
+        self.wait_for(|| self.inner.busy.load(Ordering::SeqCst) == 0)
+            .await
+    }
+
+    async fn wait_for(&self, done: impl Fn() -> bool) {
+        loop {
+            let notified = self.inner.went_idle.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so an idle transition between the
+            // check and the wait is not missed.
+            notified.as_mut().enable();
+            if done() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Inner {
+    /// The session named `key`, created on first use.
+    fn session(&self, key: &str) -> Result<Arc<Session>, Refused> {
+        if key.trim().is_empty() {
+            return Err(Refused::Invalid(
+                "the session key is empty; name the session".into(),
+            ));
+        }
+        let mut sessions = lock(&self.sessions);
+        Ok(sessions
+            .entry(key.to_string())
+            .or_insert_with(|| {
+                Arc::new(Session {
+                    key: key.to_string(),
+                    state: Mutex::default(),
+                })
+            })
+            .clone())
+    }
+
+    /// A user message: steers the running turn, queues a follow-up or starts
+    /// a turn. `steer` overrides a `follow_up` policy.
+    fn message(
+        self: &Arc<Self>,
+        key: &str,
+        content: String,
+        steer: bool,
+    ) -> Result<Accepted, Refused> {
+        let session = self.session(key)?;
+        let mut state = session.state();
+        if let Some(turn) = &state.active
+            && (steer || state.policy == Policy::Steer)
+        {
+            match turn.steer(&content) {
+                Ok(()) => {
+                    return Ok(Accepted::Steered {
+                        turn_id: turn.id.clone(),
+                    });
+                }
+                Err(Closed::Full) => {
+                    return Err(Refused::QueueFull(format!(
+                        "the turn running on session '{key}' already has {} steering messages \
+                         waiting, its limit; send again once it has taken them in",
+                        self.config.steering_capacity
+                    )));
+                }
+                // Ending or winding down: the message waits for a turn of
+                // its own.
+                Err(Closed::NoSteering | Closed::Ended) => {}
+            }
+        }
+        if state.busy {
+            if state.queue.len() >= self.config.queue_capacity {
+                return Err(Refused::QueueFull(format!(
+                    "session '{key}' already has {} follow-up messages queued, its limit; \
+                     send again when one has run",
+                    self.config.queue_capacity
+                )));
+            }
+            state.queue.push_back(content.clone());
+            let position = state.queue.len();
+            self.queued(&session, content, position);
+            return Ok(Accepted::Queued { position });
+        }
+        state.busy = true;
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        let turn = self.new_turn(&session, &mut state);
+        let turn_id = turn.id.clone();
+        drop(state);
+        tokio::spawn(self.clone().drive(session, turn, content));
+        Ok(Accepted::Started { turn_id })
+    }
+
+    fn queued(&self, session: &Session, content: String, position: usize) {
+        let scope = Scope {
+            session: Some(session.key.clone()),
+            ..Scope::default()
+        };
+        self.agent
+            .bus
+            .publish(&scope, EventBody::FollowUpQueued { content, position });
+    }
+
+    /// Registers the session's next turn (it takes steering and interrupts
+    /// from now on, even while it waits for a slot).
+    fn new_turn(&self, session: &Session, state: &mut SessionState) -> Arc<TurnControl> {
+        let turn = Arc::new(TurnControl::new(
+            &session.key,
+            self.config.steering_capacity,
+        ));
+        state.active = Some(turn.clone());
+        lock(&self.turns).insert(turn.id.clone(), turn.clone());
+        turn
+    }
+
+    /// Runs the session's turns, one after another, until its queue is empty.
+    async fn drive(
+        self: Arc<Self>,
+        session: Arc<Session>,
+        mut turn: Arc<TurnControl>,
+        mut input: String,
+    ) {
+        loop {
+            {
+                let _slot = self.slots.acquire().await.expect("never closed");
+                self.run(&turn, &input).await;
+            }
+            lock(&self.turns).remove(&turn.id);
+            let mut state = session.state();
+            // Steering the turn never took in runs next, in order.
+            for (i, content) in turn.leftover().into_iter().enumerate() {
+                state.queue.insert(i, content.clone());
+                self.queued(&session, content, i + 1);
+            }
+            state.active = None;
+            let Some(next) = state.queue.pop_front() else {
+                state.busy = false;
+                drop(state);
+                self.busy.fetch_sub(1, Ordering::SeqCst);
+                self.went_idle.notify_waiters();
+                return;
+            };
+            turn = self.new_turn(&session, &mut state);
+            input = next;
+        }
+    }
+
+    /// Runs one turn on a task of its own, so a panic inside it ends the turn
+    /// in error instead of stopping the session.
+    async fn run(&self, turn: &Arc<TurnControl>, input: &str) -> Option<TurnOutcome> {
+        let agent = self.agent.clone();
+        let (control, text) = (turn.clone(), input.to_string());
+        let task = tokio::spawn(async move { Turn::new(&agent, control, None).run(&text).await });
+        match task.await {
+            Ok(outcome) => Some(outcome),
+            Err(e) => {
+                tracing::error!(turn = %turn.id, "the turn panicked: {e}");
+                turn.end();
+                let scope = Scope {
+                    session: Some(turn.session.clone()),
+                    turn_id: Some(turn.id.clone()),
+                    parent_turn_id: None,
+                };
+                self.agent.bus.publish(
+                    &scope,
+                    EventBody::TurnEnd {
+                        status: TurnStatus::Error,
+                        reason: format!("the turn failed inside the host: {e}"),
+                        iterations: 0,
+                        usage: Default::default(),
+                        answer: None,
+                    },
+                );
+                None
+            }
+        }
+    }
+
+    fn interrupt(&self, target: &Target, mode: InterruptMode) -> Result<Accepted, Refused> {
+        let no_active = || {
+            Refused::NoActiveTurn(match target {
+                Target::Session(key) => format!("no active turn on session '{key}'"),
+                Target::Turn(id) => {
+                    format!("no active turn with id '{id}': it has ended, or never existed")
+                }
+            })
+        };
+        let (session, turn) = match target {
+            Target::Session(key) => {
+                let session = lock(&self.sessions)
+                    .get(key)
+                    .cloned()
+                    .ok_or_else(no_active)?;
+                let turn = session.state().active.clone().ok_or_else(no_active)?;
+                (session, turn)
+            }
+            Target::Turn(id) => {
+                let turn = lock(&self.turns).get(id).cloned().ok_or_else(no_active)?;
+                let session = lock(&self.sessions)
+                    .get(&turn.session)
+                    .cloned()
+                    .ok_or_else(no_active)?;
+                (session, turn)
+            }
+        };
+        let mut state = session.state();
+        if !state.active.as_ref().is_some_and(|a| Arc::ptr_eq(a, &turn)) {
+            return Err(no_active());
+        }
+        let discarded = turn
+            .interrupt(mode, &self.agent.bus, || state.queue.drain(..).collect())
+            .map_err(|_| no_active())?;
+        Ok(Accepted::Interrupted {
+            turn_id: turn.id.clone(),
+            discarded,
+        })
+    }
+}
