@@ -2,6 +2,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod agent;
+mod chat;
 mod plugins;
 
 use std::io::Read;
@@ -49,9 +50,15 @@ pub enum Command {
         message: String,
     },
     /// A conversation on the terminal, streamed, with tool calls shown.
+    /// Typing while a turn runs steers it; Ctrl-C once winds the turn down,
+    /// twice stops it.
     Chat {
         #[command(flatten)]
         agent: agent::AgentArgs,
+        /// Read input while a turn runs, so a line steers it (the default
+        /// when input is a terminal; piped input is one line per turn).
+        #[arg(long)]
+        live: bool,
     },
     /// Inspect, check and call plugins.
     #[command(subcommand)]
@@ -79,7 +86,7 @@ impl Cli {
                 events,
                 message,
             } => agent::run(&home, &plugin_dir, &agent, events, &message).await,
-            Command::Chat { agent } => agent::chat(&home, &plugin_dir, &agent).await,
+            Command::Chat { agent, live } => chat::chat(&home, &plugin_dir, &agent, live).await,
             Command::Plugins(cmd) => cmd.run(&home, &plugin_dir).await,
             Command::CompilePlugin { out } => {
                 let mut bytes = Vec::new();

@@ -1,6 +1,5 @@
 //! `wasmclaw run` and `wasmclaw chat`: turns from the command line.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,14 +7,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use tokio::io::AsyncBufReadExt;
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS};
-use crate::bus::{Delivery, EventBus, Filter, Received, Subscription};
+use crate::bus::{Delivery, EventBus, Filter, Received};
 use crate::home::Home;
 use crate::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use crate::plugin::Plugins;
-use crate::protocol::{EventBody, TurnStatus};
+use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
+use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::store::{EventLog, Store};
 
 /// Which model, and how turns run.
@@ -96,14 +96,16 @@ pub async fn start(
     Ok((Arc::new(agent), log))
 }
 
-fn session_key(args: &AgentArgs, kind: &str) -> String {
+pub(super) fn session_key(args: &AgentArgs, kind: &str) -> String {
     args.session
         .clone()
         .unwrap_or_else(|| format!("{kind}-{}", uuid::Uuid::now_v7().simple()))
 }
 
 /// `wasmclaw run`: one turn; the answer on stdout; with `events`, every event
-/// as a JSON line on stderr. Exit 1 when the turn ends in error.
+/// as a JSON line on stderr. Exit 1 when the turn does not complete. Ctrl-C
+/// once winds the turn down (running tools finish, then one last answer),
+/// twice stops it.
 pub async fn run(
     home: &Home,
     plugin_dir: &Path,
@@ -112,187 +114,52 @@ pub async fn run(
     message: &str,
 ) -> Result<ExitCode> {
     let (agent, log) = start(home, plugin_dir, args).await?;
-    let printer = events.then(|| {
-        let mut sub = agent.bus().subscribe(Filter::default(), Delivery::Lossless);
-        let (done_tx, mut done) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let print = |r: Received| {
-                if let Received::Event(event) = r {
-                    let line = serde_json::to_string(&*event).expect("events serialize");
-                    eprintln!("{line}");
-                }
-            };
-            loop {
-                tokio::select! {
-                    Some(r) = sub.recv() => print(r),
-                    _ = &mut done => break,
-                }
-            }
-            while let Some(r) = sub.try_recv() {
-                print(r);
-            }
-        });
-        (done_tx, task)
-    });
+    let mut sub = agent.bus().subscribe(Filter::default(), Delivery::Lossless);
     agent.announce_plugins();
     let session = session_key(args, "run");
     tracing::info!(session = %session, "running one turn");
-    let outcome = agent.run_turn(&session, message).await;
-    if let Some((done, task)) = printer {
-        let _ = done.send(());
-        let _ = task.await;
-    }
+    let scheduler = Scheduler::new(agent.clone(), SchedulerConfig::default());
+    let mut ctrl_c = signal(SignalKind::interrupt())?;
+    let op = Op::UserMessage {
+        session: session.clone(),
+        content: message.to_string(),
+    };
+    let Accepted::Started { turn_id } = scheduler.submit(op)? else {
+        bail!("session {session} is busy");
+    };
+    let mut interrupts = 0;
+    let end = loop {
+        tokio::select! {
+            Some(received) = sub.recv() => {
+                let Received::Event(event) = received else { continue };
+                if events {
+                    eprintln!("{}", serde_json::to_string(&*event).expect("events serialize"));
+                }
+                if let EventBody::TurnEnd { status, reason, answer, .. } = &event.body
+                    && event.turn_id.as_deref() == Some(turn_id.as_str())
+                {
+                    break (*status, reason.clone(), answer.clone());
+                }
+            }
+            _ = ctrl_c.recv() => {
+                interrupts += 1;
+                let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
+                let target = Target::Turn(turn_id.clone());
+                if let Err(refused) = scheduler.submit(Op::Interrupt { target, mode }) {
+                    tracing::warn!("{refused}");
+                }
+            }
+        }
+    };
     log.flush(agent.bus().last_seq()).await;
-    match outcome.status {
-        TurnStatus::Completed => {
-            println!("{}", outcome.answer.unwrap_or_default());
+    match end {
+        (TurnStatus::Completed, _, answer) => {
+            println!("{}", answer.unwrap_or_default());
             Ok(ExitCode::SUCCESS)
         }
-        _ => {
-            eprintln!(
-                "error: the turn ended {}: {}",
-                outcome.status.as_str(),
-                outcome.reason
-            );
+        (status, reason, _) => {
+            eprintln!("error: the turn ended {}: {reason}", status.as_str());
             Ok(ExitCode::FAILURE)
         }
     }
-}
-
-/// `wasmclaw chat`: a conversation on the terminal, streamed.
-pub async fn chat(home: &Home, plugin_dir: &Path, args: &AgentArgs) -> Result<ExitCode> {
-    let (agent, log) = start(home, plugin_dir, args).await?;
-    agent.announce_plugins();
-    let _watch = agent.watch_plugins()?;
-    let session = session_key(args, "chat");
-    let catalog = agent.plugins().catalog();
-    let tools: Vec<&str> = catalog.tools().iter().map(|t| t.name.as_str()).collect();
-    println!(
-        "wasmclaw chat: model {}, session {session} (continue it later with --session {session})",
-        agent_model(args)
-    );
-    println!(
-        "tools: {}",
-        if tools.is_empty() {
-            "none".to_string()
-        } else {
-            tools.join(", ")
-        }
-    );
-    println!("Type a message; an empty line or /quit ends.");
-    drop(catalog);
-
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    loop {
-        print!("> ");
-        std::io::stdout().flush()?;
-        let Some(line) = lines.next_line().await? else {
-            break;
-        };
-        let line = line.trim();
-        if line.is_empty() || line == "/quit" || line == "/exit" {
-            break;
-        }
-        let sub = agent.bus().subscribe(
-            Filter {
-                session: Some(session.clone()),
-                no_deltas: false,
-            },
-            // Lossless: the renderer stops at the turn's end, which must
-            // not be the event a full queue drops.
-            Delivery::Lossless,
-        );
-        let renderer = tokio::spawn(render(sub));
-        let outcome = agent.run_turn(&session, line).await;
-        let _ = renderer.await;
-        if outcome.status != TurnStatus::Completed {
-            println!("[turn {}: {}]", outcome.status.as_str(), outcome.reason);
-        }
-    }
-    log.flush(agent.bus().last_seq()).await;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn agent_model(args: &AgentArgs) -> &str {
-    args.model.as_deref().unwrap_or_default()
-}
-
-/// Shows one turn as it happens: text as it streams, tool calls and their
-/// outcomes, retries. Returns at the turn's end.
-async fn render(mut sub: Subscription) {
-    let mut out = std::io::stdout();
-    let mut mid_line = false;
-    // Whether the current model call streamed its text (not with --no-stream).
-    let mut streamed = false;
-    while let Some(received) = sub.recv().await {
-        let event = match received {
-            Received::Event(event) => event,
-            Received::Dropped(n) => {
-                end_line(&mut out, &mut mid_line);
-                let _ = writeln!(out, "  [{n} events not shown: the terminal fell behind]");
-                continue;
-            }
-        };
-        match &event.body {
-            EventBody::LlmRequest { .. } => streamed = false,
-            EventBody::LlmDelta { text, .. } => {
-                streamed = true;
-                let _ = write!(out, "{text}");
-                mid_line = !text.ends_with('\n');
-            }
-            EventBody::LlmResponse { text, .. } if !streamed && !text.is_empty() => {
-                let _ = writeln!(out, "{text}");
-            }
-            EventBody::ToolCallBegin {
-                tool, arguments, ..
-            } => {
-                end_line(&mut out, &mut mid_line);
-                let _ = writeln!(out, "  ⚙ {tool} {}", clip(arguments, 200));
-            }
-            EventBody::ToolCallEnd {
-                tool,
-                ok,
-                output,
-                duration_ms,
-                ..
-            } => {
-                let mark = if *ok { "✓" } else { "✗" };
-                let _ = writeln!(
-                    out,
-                    "  {mark} {tool} ({duration_ms:.1} ms): {}",
-                    clip(output, 300)
-                );
-            }
-            EventBody::ToolCallSkipped { tool, reason, .. } => {
-                let _ = writeln!(out, "  - {tool} skipped: {reason}");
-            }
-            EventBody::LlmRetry {
-                error,
-                next_model,
-                delay_ms,
-                ..
-            } => {
-                end_line(&mut out, &mut mid_line);
-                let _ = writeln!(out, "  [{error}; trying {next_model} in {delay_ms} ms]");
-            }
-            EventBody::TurnEnd { .. } => {
-                end_line(&mut out, &mut mid_line);
-                break;
-            }
-            _ => {}
-        }
-        let _ = out.flush();
-    }
-}
-
-/// Ends the line of streamed text, if one is open.
-fn end_line(out: &mut std::io::Stdout, mid_line: &mut bool) {
-    if std::mem::take(mid_line) {
-        let _ = writeln!(out);
-    }
-}
-
-/// The first `max` characters of `text` on one line.
-fn clip(text: &str, max: usize) -> String {
-    crate::llm::http::snippet(&text.replace('\n', " ⏎ "), max)
 }

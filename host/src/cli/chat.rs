@@ -1,0 +1,224 @@
+//! `wasmclaw chat`: a conversation on the terminal, streamed.
+//!
+//! One loop serves the keyboard, the session's events and Ctrl-C, so what is
+//! printed follows what happened. While a turn runs, a typed line steers it
+//! (when input comes from a terminal, or with `--live`; piped input is read
+//! one line per turn). Ctrl-C once asks the turn to wind down (running tools
+//! finish, then one last answer); twice stops it at once; with no turn
+//! running it ends the chat.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use tokio::io::AsyncBufReadExt;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::agent::{AgentArgs, session_key, start};
+use crate::bus::{Delivery, Filter, Received};
+use crate::home::Home;
+use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
+use crate::scheduler::{Scheduler, SchedulerConfig};
+
+pub async fn chat(
+    home: &Home,
+    plugin_dir: &Path,
+    args: &AgentArgs,
+    live: bool,
+) -> Result<ExitCode> {
+    let (agent, log) = start(home, plugin_dir, args).await?;
+    agent.announce_plugins();
+    let _watch = agent.watch_plugins()?;
+    let session = session_key(args, "chat");
+    let catalog = agent.plugins().catalog();
+    let tools: Vec<&str> = catalog.tools().iter().map(|t| t.name.as_str()).collect();
+    println!(
+        "wasmclaw chat: model {}, session {session} (continue it later with --session {session})",
+        args.model.as_deref().unwrap_or_default()
+    );
+    println!(
+        "tools: {}",
+        if tools.is_empty() {
+            "none".to_string()
+        } else {
+            tools.join(", ")
+        }
+    );
+    println!("Type a message; an empty line or /quit ends.");
+    drop(catalog);
+
+    let live = live || std::io::IsTerminal::is_terminal(&std::io::stdin());
+    // Lossless: the terminal shows every event of the session, in order.
+    let filter = Filter {
+        session: Some(session.clone()),
+        no_deltas: false,
+    };
+    let mut events = agent.bus().subscribe(filter, Delivery::Lossless);
+    let scheduler = Scheduler::new(agent.clone(), SchedulerConfig::default());
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut ctrl_c = signal(SignalKind::interrupt())?;
+    let mut screen = Screen::default();
+    let mut busy = false;
+    let mut input_open = true;
+    let mut interrupts = 0;
+    screen.prompt();
+    loop {
+        tokio::select! {
+            biased;
+            Some(received) = events.recv() => screen.show(received),
+            _ = scheduler.until_idle(&session), if busy => {
+                // Everything the turns published is queued by now.
+                while let Some(received) = events.try_recv() {
+                    screen.show(received);
+                }
+                busy = false;
+                interrupts = 0;
+                screen.prompt();
+                if !input_open {
+                    break;
+                }
+            }
+            _ = ctrl_c.recv() => {
+                if !busy {
+                    screen.end_line();
+                    break;
+                }
+                interrupts += 1;
+                let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
+                let op = Op::Interrupt { target: Target::Session(session.clone()), mode };
+                match scheduler.submit(op) {
+                    Ok(_) if mode == InterruptMode::Graceful => screen.note(
+                        "interrupting: running tools finish, then a last answer; Ctrl-C again stops at once",
+                    ),
+                    Ok(_) => screen.note("stopping"),
+                    Err(refused) => screen.note(&refused.to_string()),
+                }
+            }
+            line = lines.next_line(), if input_open && (live || !busy) => {
+                let line = line?;
+                let text = line.as_deref().map(str::trim).unwrap_or_default();
+                let quit = line.is_none() || text == "/quit" || text == "/exit";
+                if quit || (text.is_empty() && !busy) {
+                    input_open = false;
+                    if !busy {
+                        break;
+                    }
+                    continue;
+                }
+                if text.is_empty() {
+                    continue;
+                }
+                let op = Op::UserMessage { session: session.clone(), content: text.to_string() };
+                match scheduler.submit(op) {
+                    Ok(Accepted::Steered { .. }) => screen.note("steering: taken in before the next model call"),
+                    Ok(Accepted::Queued { .. }) => screen.note("queued: runs after this turn"),
+                    Ok(_) => {}
+                    Err(refused) => screen.note(&refused.to_string()),
+                }
+                busy = true;
+            }
+        }
+    }
+    log.flush(agent.bus().last_seq()).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the terminal shows, and where its cursor is.
+#[derive(Default)]
+struct Screen {
+    /// A line of streamed text is open.
+    mid_line: bool,
+    /// The current model call streamed its text (not with --no-stream).
+    streamed: bool,
+}
+
+impl Screen {
+    fn prompt(&mut self) {
+        self.end_line();
+        print!("> ");
+        let _ = std::io::stdout().flush();
+    }
+
+    fn note(&mut self, text: &str) {
+        self.end_line();
+        println!("  [{text}]");
+    }
+
+    /// Ends the line of streamed text, if one is open.
+    fn end_line(&mut self) {
+        if std::mem::take(&mut self.mid_line) {
+            println!();
+        }
+    }
+
+    /// One event of the session: text as it streams, tool calls and their
+    /// outcomes, retries, steering and interrupts, how a turn ended.
+    fn show(&mut self, received: Received) {
+        let event = match received {
+            Received::Event(event) => event,
+            Received::Dropped(n) => {
+                return self.note(&format!("{n} events not shown: the terminal fell behind"));
+            }
+        };
+        match &event.body {
+            EventBody::LlmRequest { .. } => self.streamed = false,
+            EventBody::LlmDelta { text, .. } => {
+                self.streamed = true;
+                print!("{text}");
+                self.mid_line = !text.ends_with('\n');
+            }
+            EventBody::LlmResponse { text, .. } if !self.streamed && !text.is_empty() => {
+                println!("{text}");
+            }
+            EventBody::ToolCallBegin {
+                tool, arguments, ..
+            } => {
+                self.end_line();
+                println!("  ⚙ {tool} {}", clip(arguments, 200));
+            }
+            EventBody::ToolCallEnd {
+                tool,
+                ok,
+                output,
+                duration_ms,
+                ..
+            } => {
+                let mark = if *ok { "✓" } else { "✗" };
+                println!(
+                    "  {mark} {tool} ({duration_ms:.1} ms): {}",
+                    clip(output, 300)
+                );
+            }
+            EventBody::ToolCallSkipped { tool, reason, .. } => {
+                println!("  - {tool} skipped: {reason}");
+            }
+            EventBody::SteeringInjected { content, .. } => {
+                self.note(&format!("taken in: {}", clip(content, 200)));
+            }
+            EventBody::LlmRetry {
+                error,
+                next_model,
+                delay_ms,
+                ..
+            } => {
+                self.note(&format!("{error}; trying {next_model} in {delay_ms} ms"));
+            }
+            EventBody::TurnEnd { status, reason, .. } => {
+                self.end_line();
+                if *status != TurnStatus::Completed {
+                    println!("[turn {}: {reason}]", status.as_str());
+                } else if reason == "interrupted" {
+                    println!("[turn ended early: interrupted]");
+                }
+            }
+            _ => {}
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// The first `max` characters of `text` on one line.
+fn clip(text: &str, max: usize) -> String {
+    crate::llm::http::snippet(&text.replace('\n', " ⏎ "), max)
+}

@@ -1,0 +1,205 @@
+//! `wasmclaw chat` while a turn runs: a typed line steers it, Ctrl-C once
+//! winds it down, twice stops it. The binary runs as a user runs it, with
+//! real signals, against the fake model.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use wasmclaw_tests::fake_model::{FakeModel, Reply};
+use wasmclaw_tests::{PluginDir, wasmclaw_bin};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `wasmclaw chat --live` with echo and hostile loaded, talking to `fake`.
+struct Chat {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    /// Every line read so far.
+    seen: Vec<String>,
+    _dir: PluginDir,
+}
+
+impl Chat {
+    async fn start(fake: &FakeModel) -> Chat {
+        let dir = PluginDir::new();
+        dir.add("echo");
+        dir.add("hostile");
+        dir.grants("hostile", "[limits]\ntimeout_ms = 60000\n");
+        let url = fake.openai_base_url();
+        let plugins = dir.path();
+        let mut child = tokio::process::Command::new(wasmclaw_bin())
+            .env("WASMCLAW_HOME", dir.scratch("home"))
+            .env("RUST_LOG", "error")
+            .env_remove("WASMCLAW_MODEL")
+            .args(["--plugins", plugins.to_str().unwrap(), "chat", "--live"])
+            .args(["--model", "openai:m", "--base-url", &url, "--session", "c"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Chat {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().unwrap()).lines(),
+            child,
+            seen: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    async fn type_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Reads lines until one contains `text`.
+    async fn wait_for(&mut self, text: &str) {
+        loop {
+            let line = tokio::time::timeout(LIMIT, self.stdout.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no line with {text:?} in {:#?}", self.seen))
+                .unwrap()
+                .unwrap_or_else(|| panic!("output ended before {text:?}: {:#?}", self.seen));
+            let found = line.contains(text);
+            self.seen.push(line);
+            if found {
+                return;
+            }
+        }
+    }
+
+    fn ctrl_c(&self) {
+        let pid = self.child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Closes the input; the chat ends once the turn has; (exit code, the
+    /// lines after the header, durations shown as T).
+    async fn finish(mut self) -> (i32, Vec<String>) {
+        drop(self.stdin.take());
+        while let Some(line) = tokio::time::timeout(LIMIT, self.stdout.next_line())
+            .await
+            .expect("the chat ended")
+            .unwrap()
+        {
+            self.seen.push(line);
+        }
+        let status = tokio::time::timeout(LIMIT, self.child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        let lines = self.seen[3..]
+            .iter()
+            .map(|l| match (l.find(" ("), l.find(" ms)")) {
+                (Some(a), Some(b)) if a < b => format!("{} (T ms){}", &l[..a], &l[b + 4..]),
+                _ => l.clone(),
+            })
+            .collect();
+        (status.code().unwrap_or(-1), lines)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typing_while_a_turn_runs_steers_it() {
+    let fake = FakeModel::start([
+        Reply::tool("c1", "sleep", json!({"ms": 400})),
+        Reply::text("Understood."),
+    ])
+    .await;
+    let mut chat = Chat::start(&fake).await;
+    chat.type_line("take a nap").await;
+    chat.wait_for("⚙ sleep").await;
+    chat.type_line("keep it short").await;
+    chat.wait_for("Understood.").await;
+    let (code, lines) = chat.finish().await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        lines,
+        [
+            ">   ⚙ sleep {\"ms\":400}",
+            "  [steering: taken in before the next model call]",
+            "  ✓ sleep (T ms): slept",
+            "  [taken in: keep it short]",
+            "Understood.",
+            "> ",
+        ]
+    );
+    let second = &fake.requests()[1].body["messages"];
+    assert_eq!(
+        second.as_array().unwrap().last().unwrap()["content"],
+        "keep it short"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_once_lets_the_tool_finish_and_asks_for_a_last_answer() {
+    let fake = FakeModel::start([
+        Reply::tool("c1", "sleep", json!({"ms": 400})),
+        Reply::text("Stopped early."),
+    ])
+    .await;
+    let mut chat = Chat::start(&fake).await;
+    chat.type_line("take a nap").await;
+    chat.wait_for("⚙ sleep").await;
+    chat.ctrl_c();
+    chat.wait_for("[turn ended early").await;
+    let (code, lines) = chat.finish().await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        lines,
+        [
+            ">   ⚙ sleep {\"ms\":400}",
+            "  [interrupting: running tools finish, then a last answer; Ctrl-C again stops at once]",
+            "  ✓ sleep (T ms): slept",
+            "Stopped early.",
+            "[turn ended early: interrupted]",
+            "> ",
+        ]
+    );
+    assert_eq!(fake.requests()[1].body["tool_choice"], "none");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_twice_stops_a_spinning_plugin_and_the_chat_goes_on() {
+    let fake = FakeModel::start([
+        Reply::tool("c1", "spin", json!({})),
+        Reply::text("Hello again."),
+    ])
+    .await;
+    let mut chat = Chat::start(&fake).await;
+    chat.type_line("spin forever").await;
+    chat.wait_for("⚙ spin").await;
+    chat.ctrl_c();
+    chat.wait_for("[interrupting").await;
+    chat.ctrl_c();
+    chat.wait_for("[turn aborted").await;
+    chat.type_line("hello").await;
+    chat.wait_for("Hello again.").await;
+    let (code, lines) = chat.finish().await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        lines,
+        [
+            ">   ⚙ spin {}",
+            "  [interrupting: running tools finish, then a last answer; Ctrl-C again stops at once]",
+            "  [stopping]",
+            "  ✗ spin (T ms): error (cancelled): the turn was aborted while the call ran",
+            "[turn aborted: interrupted]",
+            "> Hello again.",
+            "> ",
+        ]
+    );
+}
