@@ -802,3 +802,54 @@ async fn steering_racing_the_end_of_a_turn_is_answered_exactly_once() {
     }
     eprintln!("steering races: {outcomes:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
+    let fake = FakeModel::start([
+        Reply::Delay(
+            Duration::from_millis(300),
+            Box::new(Reply::text("Only answer.")),
+        ),
+        Reply::text("Next answer."),
+    ])
+    .await;
+    let config = AgentConfig {
+        max_iterations: 1,
+        ..AgentConfig::default()
+    };
+    let Setup {
+        scheduler,
+        mut events,
+        ..
+    } = setup(&fake, config, SchedulerConfig::default()).await;
+    scheduler.submit(message("l", "question")).unwrap();
+    let mut seen = until(&mut events, LIMIT, is("llm_request")).await;
+    assert!(matches!(
+        scheduler.submit(message("l", "one more")),
+        Ok(Accepted::Steered { .. })
+    ));
+    idle(&scheduler).await;
+    seen.extend(drain(&mut events));
+    let shown: Vec<String> = seen
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::TurnBegin { input } => Some(format!("begin {input}")),
+            EventBody::FollowUpQueued { content, position } => {
+                Some(format!("queued {content} at {position}"))
+            }
+            EventBody::SteeringInjected { content, .. } => Some(format!("injected {content}")),
+            EventBody::TurnEnd { answer, .. } => Some(format!("end {}", answer.clone().unwrap())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "begin question",
+            "end Only answer.",
+            "queued one more at 1",
+            "begin one more",
+            "end Next answer.",
+        ]
+    );
+}

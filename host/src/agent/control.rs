@@ -206,3 +206,91 @@ impl TurnControl {
         std::mem::take(&mut state.steering)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::{Delivery, Filter, Received};
+
+    fn control() -> (TurnControl, EventBus) {
+        (TurnControl::new("s", 2), EventBus::new(0))
+    }
+
+    #[test]
+    fn steering_is_bounded_and_taken_in_order() {
+        let (turn, _) = control();
+        turn.steer("one").unwrap();
+        turn.steer("two").unwrap();
+        assert_eq!(turn.steer("three"), Err(Closed::Full));
+        assert_eq!(
+            turn.skip_reason(),
+            Some("the user sent a new message; this call was not run")
+        );
+        assert_eq!(turn.take_steering(), ["one", "two"]);
+        assert_eq!(turn.skip_reason(), None);
+    }
+
+    #[test]
+    fn a_final_answer_with_steering_pending_goes_on_unless_at_the_limit() {
+        let (turn, _) = control();
+        turn.steer("more").unwrap();
+        assert!(!turn.try_end(true));
+        assert!(turn.try_end(false));
+        assert_eq!(turn.steer("late"), Err(Closed::NoSteering));
+        assert_eq!(turn.leftover(), ["more"]);
+    }
+
+    #[test]
+    fn a_graceful_interrupt_stops_steering_and_tools_but_not_a_hard_one() {
+        let (turn, bus) = control();
+        let mut events = bus.subscribe(Filter::default(), Delivery::Lossless);
+        turn.steer("pending").unwrap();
+        let discarded = turn.interrupt(InterruptMode::Graceful, &bus, Vec::new);
+        assert_eq!(discarded, Ok(vec![]));
+        assert!(turn.winding_down() && turn.was_interrupted());
+        assert_eq!(turn.take_steering(), Vec::<String>::new());
+        assert_eq!(turn.steer("late"), Err(Closed::NoSteering));
+        assert_eq!(
+            turn.skip_reason(),
+            Some("the user interrupted the turn; this call was not run")
+        );
+        assert!(!turn.cancelled().is_cancelled());
+
+        let discarded = turn.interrupt(InterruptMode::Hard, &bus, || vec!["queued".into()]);
+        assert_eq!(discarded, Ok(vec!["pending".into(), "queued".into()]));
+        assert!(turn.cancelled().is_cancelled());
+        assert_eq!(
+            turn.interrupt(InterruptMode::Hard, &bus, Vec::new),
+            Err(Closed::Ended)
+        );
+        let modes: Vec<_> = std::iter::from_fn(|| events.try_recv())
+            .map(|r| match r {
+                Received::Event(e) => e.body.clone(),
+                Received::Dropped(n) => panic!("dropped {n}"),
+            })
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                EventBody::InterruptReceived {
+                    mode: InterruptMode::Graceful,
+                    discarded: vec![]
+                },
+                EventBody::InterruptReceived {
+                    mode: InterruptMode::Hard,
+                    discarded: vec!["pending".into(), "queued".into()]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_ended_turn_refuses_interrupts() {
+        let (turn, bus) = control();
+        assert!(turn.try_end(true));
+        assert_eq!(
+            turn.interrupt(InterruptMode::Graceful, &bus, Vec::new),
+            Err(Closed::Ended)
+        );
+    }
+}
