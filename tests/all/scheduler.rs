@@ -736,8 +736,13 @@ async fn an_interrupt_racing_the_end_of_a_turn_either_lands_or_is_refused() {
         };
         *outcomes.entry(outcome).or_default() += 1;
     }
-    assert_eq!(outcomes.values().sum::<usize>(), 100);
-    eprintln!("interrupt races: {outcomes:?}");
+    // Both sides of the race were exercised.
+    let landed =
+        outcomes.get("graceful landed").unwrap_or(&0) + outcomes.get("hard landed").unwrap_or(&0);
+    assert!(
+        landed > 0 && outcomes.contains_key("refused"),
+        "{outcomes:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -800,7 +805,8 @@ async fn steering_racing_the_end_of_a_turn_is_answered_exactly_once() {
         };
         *outcomes.entry(outcome).or_default() += 1;
     }
-    eprintln!("steering races: {outcomes:?}");
+    // Both sides of the race were exercised.
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
