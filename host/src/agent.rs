@@ -2,7 +2,9 @@
 //!
 //! - [`turn`]: one turn, from the user's message to the final answer.
 //! - [`tools`]: running the tool calls of one model reply.
-//! - [`control`]: how a running turn is steered and interrupted.
+//! - [`control`]: how a running turn is steered and interrupted, and its
+//!   place in the tree of turns.
+//! - [`subturn`]: child turns (sub-agents): limits, running, delivery.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the model chain,
 //! the event bus and the session store. Front ends submit turns to the
@@ -10,10 +12,14 @@
 //! [`Agent::run_turn`] runs one turn directly, outside any schedule.
 
 pub mod control;
+pub mod subturn;
 pub mod tools;
 pub mod turn;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::Semaphore;
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::bus::{EventBus, Scope};
 use crate::llm::{Chain, Usage};
@@ -34,6 +40,7 @@ pub struct AgentConfig {
     /// Put before the history in every request.
     pub system_prompt: Option<String>,
     pub max_tokens: Option<u32>,
+    pub subturns: subturn::SubTurnLimits,
 }
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 50;
@@ -46,6 +53,7 @@ impl Default for AgentConfig {
             tool_concurrency: DEFAULT_TOOL_CONCURRENCY,
             system_prompt: None,
             max_tokens: None,
+            subturns: subturn::SubTurnLimits::default(),
         }
     }
 }
@@ -67,6 +75,18 @@ pub struct Agent {
     pub(crate) bus: EventBus,
     pub(crate) store: Store,
     pub(crate) config: AgentConfig,
+    /// Places for SubTurns alive at once, host-wide.
+    pub(crate) subturn_slots: Arc<Semaphore>,
+    /// Where messages for a new turn of a session go (results of SubTurns
+    /// whose parent has ended): the scheduler, once one is attached.
+    follow_ups: OnceLock<UnboundedSender<FollowUp>>,
+}
+
+/// A message that runs as a turn of its own on `session`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FollowUp {
+    pub session: String,
+    pub content: String,
 }
 
 impl Agent {
@@ -82,7 +102,35 @@ impl Agent {
             llm,
             bus,
             store,
+            subturn_slots: Arc::new(Semaphore::new(config.subturns.total)),
             config,
+            follow_ups: OnceLock::new(),
+        }
+    }
+
+    /// Sends follow-up turns to `sink` (the scheduler); the first sink set
+    /// stays.
+    pub fn set_follow_up_sink(&self, sink: UnboundedSender<FollowUp>) {
+        let _ = self.follow_ups.set(sink);
+    }
+
+    /// Queues `content` as a turn of its own on `session`. Without a
+    /// scheduler there is no one to run it: it is logged.
+    pub(crate) fn follow_up(&self, session: &str, content: String) {
+        let follow_up = FollowUp {
+            session: session.to_string(),
+            content,
+        };
+        let sent = match self.follow_ups.get() {
+            Some(sink) => sink.send(follow_up),
+            None => Err(tokio::sync::mpsc::error::SendError(follow_up)),
+        };
+        if let Err(unsent) = sent {
+            tracing::warn!(
+                session,
+                "no scheduler runs follow-up turns; dropped: {}",
+                unsent.0.content
+            );
         }
     }
 
@@ -100,9 +148,9 @@ impl Agent {
 
     /// Runs one top-level turn on `session` for the user's `input`, with no
     /// one to steer or interrupt it.
-    pub async fn run_turn(&self, session: &str, input: &str) -> TurnOutcome {
-        let control = Arc::new(control::TurnControl::new(session, 0));
-        turn::Turn::new(self, control, None).run(input).await
+    pub async fn run_turn(self: &Arc<Self>, session: &str, input: &str) -> TurnOutcome {
+        let control = control::TurnControl::new(session, 0, self.config.subturns.per_parent);
+        turn::Turn::new(self.clone(), Arc::new(control)).run(input).await
     }
 
     /// Publishes the state of every plugin file: `plugin_loaded` or

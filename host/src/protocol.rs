@@ -212,6 +212,39 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         discarded: Vec<String>,
     },
+    /// A turn started a child turn. SubTurn events carry the parent's
+    /// `turn_id`; `subturn_id` is the child's (its own events carry it as
+    /// `turn_id`, and the parent's as `parent_turn_id`).
+    SubturnSpawn {
+        subturn_id: String,
+        label: String,
+        task: String,
+        depth: u32,
+        /// `subagent` (the parent waits for the answer) or `spawn`.
+        mode: SpawnMode,
+        /// The model asked for (null: the parent's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The tools it may use (null: all of the parent's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<String>>,
+        critical: bool,
+    },
+    SubturnEnd {
+        subturn_id: String,
+        status: TurnStatus,
+        reason: String,
+        usage: Usage,
+    },
+    /// The child's result reached its parent: as the tool's result
+    /// (`subagent`, a plugin's call) or injected before a model call (`spawn`).
+    SubturnDelivered {
+        subturn_id: String,
+        via: Delivery,
+    },
+    /// The parent had ended: the child's result runs as a follow-up turn on
+    /// the session.
+    SubturnOrphan { subturn_id: String },
     PluginLoaded {
         plugin: String,
         tools: Vec<String>,
@@ -242,6 +275,10 @@ impl EventBody {
             EventBody::SteeringInjected { .. } => "steering_injected",
             EventBody::FollowUpQueued { .. } => "follow_up_queued",
             EventBody::InterruptReceived { .. } => "interrupt_received",
+            EventBody::SubturnSpawn { .. } => "subturn_spawn",
+            EventBody::SubturnEnd { .. } => "subturn_end",
+            EventBody::SubturnDelivered { .. } => "subturn_delivered",
+            EventBody::SubturnOrphan { .. } => "subturn_orphan",
             EventBody::PluginLoaded { .. } => "plugin_loaded",
             EventBody::PluginFailed { .. } => "plugin_failed",
             EventBody::PluginUnloaded { .. } => "plugin_unloaded",
@@ -263,6 +300,10 @@ pub enum TurnStatus {
     Completed,
     Aborted,
     Error,
+    /// A SubTurn used more tokens than its budget.
+    BudgetExceeded,
+    /// A SubTurn ran past its timeout.
+    TimedOut,
 }
 
 impl TurnStatus {
@@ -271,6 +312,38 @@ impl TurnStatus {
             TurnStatus::Completed => "completed",
             TurnStatus::Aborted => "aborted",
             TurnStatus::Error => "error",
+            TurnStatus::BudgetExceeded => "budget_exceeded",
+            TurnStatus::TimedOut => "timed_out",
         }
     }
+
+    pub fn parse(s: &str) -> Option<TurnStatus> {
+        [
+            TurnStatus::Completed,
+            TurnStatus::Aborted,
+            TurnStatus::Error,
+            TurnStatus::BudgetExceeded,
+            TurnStatus::TimedOut,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == s)
+    }
+}
+
+/// How a SubTurn was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpawnMode {
+    /// The parent waits for the answer (the `subagent` tool, a plugin).
+    Subagent,
+    /// The parent goes on; the result arrives later (the `spawn` tool).
+    Spawn,
+}
+
+/// How a SubTurn's result reached its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    ToolResult,
+    Injected,
 }

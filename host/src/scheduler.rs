@@ -270,6 +270,7 @@ impl Inner {
         let turn = Arc::new(TurnControl::new(
             &session.key,
             self.config.steering_capacity,
+            self.agent.config.subturns.per_parent,
         ));
         state.active = Some(turn.clone());
         lock(&self.turns).insert(turn.id.clone(), turn.clone());
@@ -313,12 +314,14 @@ impl Inner {
     async fn run(&self, turn: &Arc<TurnControl>, input: &str) -> Option<TurnOutcome> {
         let agent = self.agent.clone();
         let (control, text) = (turn.clone(), input.to_string());
-        let task = tokio::spawn(async move { Turn::new(&agent, control, None).run(&text).await });
+        let task = tokio::spawn(async move { Turn::new(agent, control).run(&text).await });
         match task.await {
             Ok(outcome) => Some(outcome),
             Err(e) => {
                 tracing::error!(turn = %turn.id, "the turn panicked: {e}");
-                turn.end();
+                for result in turn.end(&self.agent.bus) {
+                    crate::agent::subturn::orphan(&self.agent, turn, result);
+                }
                 let scope = Scope {
                     session: Some(turn.session.clone()),
                     turn_id: Some(turn.id.clone()),

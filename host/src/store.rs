@@ -272,7 +272,7 @@ impl Store {
                     session: row.get(1)?,
                     parent_turn_id: row.get(2)?,
                     input: row.get(3)?,
-                    status: parse_status(&status).ok_or_else(|| {
+                    status: TurnStatus::parse(&status).ok_or_else(|| {
                         rusqlite::Error::FromSqlConversionFailure(
                             4,
                             Type::Text,
@@ -445,14 +445,6 @@ impl FromSql for U64 {
     }
 }
 
-fn parse_status(status: &str) -> Option<TurnStatus> {
-    match status {
-        "completed" => Some(TurnStatus::Completed),
-        "aborted" => Some(TurnStatus::Aborted),
-        "error" => Some(TurnStatus::Error),
-        _ => None,
-    }
-}
 
 /// Brings the schema to the last version of [`MIGRATIONS`].
 fn migrate(conn: &mut Connection) -> Result<()> {

@@ -192,7 +192,8 @@ async fn two_iterations_with_one_tool_call(wire: Wire, stream: bool) {
         .collect();
     assert_eq!(
         tool_names,
-        ["add", "context", "count", "echo", "fail", "log"]
+        // The plugin's tools, then the built-in ones.
+        ["add", "context", "count", "echo", "fail", "log", "subagent", "spawn"]
     );
     assert_eq!(
         tool_results(wire, &requests[1].body),
@@ -410,13 +411,13 @@ async fn a_turn_at_its_iteration_limit_asks_for_an_answer_without_tools() {
             ..Default::default()
         };
         let bus = wasmclaw::bus::EventBus::new(0);
-        let agent = wasmclaw::agent::Agent::new(
+        let agent = Arc::new(wasmclaw::agent::Agent::new(
             dir.load().await,
             Arc::new(chain),
             bus,
             Store::open_in_memory().unwrap(),
             config,
-        );
+        ));
 
         let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "loop"))
             .await
@@ -432,7 +433,7 @@ async fn a_turn_at_its_iteration_limit_asks_for_an_answer_without_tools() {
         let last = &fake.requests()[2].body;
         assert_eq!(
             last["tools"].as_array().map(Vec::len),
-            Some(6),
+            Some(8),
             "{wire:?}: {last}"
         );
         let messages = last["messages"].as_array().unwrap();

@@ -1,16 +1,24 @@
-//! The control surface of one running turn: its steering inbox, and the
+//! The control surface of one running turn: its place in the turn tree, its
+//! inbox (steering from the user, results from its SubTurns), and the
 //! interrupts it has received.
 //!
-//! The scheduler writes (steering, interrupts); the turn reads, at its safe
-//! points: before each model call it takes the steering in, before each tool
-//! call it asks whether to skip, and when the model gives a final answer it
-//! asks whether it may end. All of that happens under one small lock, so a
-//! message or an interrupt that races the turn's end is either seen by the
-//! turn or refused to the sender (who then queues it as a follow-up, or is
-//! told there is no active turn): never accepted and then ignored.
+//! The scheduler and the turn's children write (steering, results,
+//! interrupts); the turn reads, at its safe points: before each model call it
+//! takes its inbox in, before each tool call it asks whether to skip, and
+//! when the model gives a final answer it asks whether it may end. All of
+//! that happens under one small lock, so a message, a result or an interrupt
+//! that races the turn's end is either seen by the turn or refused to the
+//! sender (who then queues it as a follow-up, or is told there is no active
+//! turn): never accepted and then ignored.
+//!
+//! Cancellation cascades down the tree: a child's token is a child of its
+//! parent's, so a hard interrupt of any turn cancels every descendant. A
+//! graceful interrupt, and the end of a turn, ask its non-critical children
+//! to wrap up; critical children run on.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::bus::{EventBus, Scope};
@@ -33,7 +41,29 @@ struct State {
     phase: Phase,
     /// Accepted, not yet taken in, in arrival order.
     steering: Vec<String>,
+    /// Results of asynchronous children, not yet taken in.
+    results: Vec<ChildResult>,
     graceful: bool,
+    children: Vec<Weak<TurnControl>>,
+}
+
+/// What an asynchronous SubTurn hands its parent when it ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildResult {
+    pub subturn_id: String,
+    /// The message the parent's model reads (it names the child).
+    pub content: String,
+}
+
+/// Where a turn sits in its session's tree of turns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lineage {
+    /// None for a top-level turn.
+    pub parent_id: Option<String>,
+    /// The top-level turn of the tree (its own id for a top-level turn).
+    pub root_id: String,
+    /// 0 for a top-level turn, 1 for its children, and so on.
+    pub depth: u32,
 }
 
 /// Why the control refused a message or an interrupt.
@@ -51,25 +81,58 @@ pub enum Closed {
 pub struct TurnControl {
     pub id: String,
     pub session: String,
+    pub lineage: Lineage,
+    /// A critical child survives its parent's graceful end.
+    pub critical: bool,
     steering_capacity: usize,
     state: Mutex<State>,
     cancel: CancellationToken,
+    /// Places for children running at once (the per-parent limit).
+    pub(crate) child_slots: Arc<Semaphore>,
 }
 
 impl TurnControl {
-    /// The control of a new turn with a fresh id.
-    pub fn new(session: &str, steering_capacity: usize) -> TurnControl {
+    /// The control of a new top-level turn with a fresh id.
+    pub fn new(session: &str, steering_capacity: usize, max_children: usize) -> TurnControl {
+        let id = uuid::Uuid::now_v7().to_string();
         TurnControl {
-            id: uuid::Uuid::now_v7().to_string(),
+            lineage: Lineage {
+                parent_id: None,
+                root_id: id.clone(),
+                depth: 0,
+            },
+            id,
             session: session.to_string(),
+            critical: false,
             steering_capacity,
             state: Mutex::new(State {
                 phase: Phase::Running,
                 steering: Vec::new(),
+                results: Vec::new(),
                 graceful: false,
+                children: Vec::new(),
             }),
             cancel: CancellationToken::new(),
+            child_slots: Arc::new(Semaphore::new(max_children)),
         }
+    }
+
+    /// The control of a child of `parent`: same session, one level deeper,
+    /// cancelled with it. Users steer top-level turns only.
+    pub fn child(parent: &TurnControl, critical: bool, max_children: usize) -> Arc<TurnControl> {
+        let mut control = TurnControl::new(&parent.session, 0, max_children);
+        control.lineage = Lineage {
+            parent_id: Some(parent.id.clone()),
+            root_id: parent.lineage.root_id.clone(),
+            depth: parent.lineage.depth + 1,
+        };
+        control.critical = critical;
+        control.cancel = parent.cancel.child_token();
+        let control = Arc::new(control);
+        let mut state = parent.state();
+        state.children.retain(|c| c.strong_count() > 0);
+        state.children.push(Arc::downgrade(&control));
+        control
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -78,12 +141,41 @@ impl TurnControl {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn scope(&self) -> Scope {
+    pub fn scope(&self) -> Scope {
         Scope {
             session: Some(self.session.clone()),
             turn_id: Some(self.id.clone()),
-            parent_turn_id: None,
+            parent_turn_id: self.lineage.parent_id.clone(),
         }
+    }
+
+    /// The children still running.
+    pub fn children(&self) -> Vec<Arc<TurnControl>> {
+        self.state()
+            .children
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Asks the non-critical children to wrap up (a graceful interrupt).
+    fn wind_down_children(&self, bus: &EventBus) {
+        for child in self.children() {
+            if !child.critical {
+                let _ = child.interrupt(InterruptMode::Graceful, bus, Vec::new);
+            }
+        }
+    }
+
+    /// Hands the turn a child's result, to be taken in before its next model
+    /// call; gives it back when the turn has ended.
+    pub fn deliver(&self, result: ChildResult) -> Result<(), ChildResult> {
+        let mut state = self.state();
+        if state.phase == Phase::Ended {
+            return Err(result);
+        }
+        state.results.push(result);
+        Ok(())
     }
 
     /// Fires on a hard interrupt.
@@ -138,21 +230,28 @@ impl TurnControl {
                 discarded: discarded.clone(),
             },
         );
-        if mode == InterruptMode::Hard {
-            self.cancel.cancel();
+        match mode {
+            InterruptMode::Hard => self.cancel.cancel(),
+            InterruptMode::Graceful => {
+                drop(state);
+                self.wind_down_children(bus);
+            }
         }
         Ok(discarded)
     }
 
-    /// The steering messages to put before the next model call (none once a
-    /// graceful interrupt arrived: those wait for a turn of their own).
-    pub(crate) fn take_steering(&self) -> Vec<String> {
+    /// What to put before the next model call: children's results, and the
+    /// user's steering (none once a graceful interrupt arrived: those wait
+    /// for a turn of their own).
+    pub(crate) fn take_inbox(&self) -> (Vec<ChildResult>, Vec<String>) {
         let mut state = self.state();
-        if state.phase == Phase::Running {
+        let results = std::mem::take(&mut state.results);
+        let steering = if state.phase == Phase::Running {
             std::mem::take(&mut state.steering)
         } else {
             Vec::new()
-        }
+        };
+        (results, steering)
     }
 
     /// Whether the turn should make its next model call the last, without
@@ -174,13 +273,15 @@ impl TurnControl {
         }
     }
 
-    /// Asked when the model gave a final answer. `false`: steering is
-    /// pending, so the turn goes on with it (unless `may_continue` is false:
-    /// the turn is at its limit). `true`: the turn ends; from here it takes
-    /// no steering and no interrupt.
+    /// Asked when the model gave a final answer. `false`: steering or a
+    /// child's result is pending, so the turn goes on with it (unless
+    /// `may_continue` is false: the turn is at its limit). `true`: the turn
+    /// ends; from here it takes nothing more.
     pub(crate) fn try_end(&self, may_continue: bool) -> bool {
         let mut state = self.state();
-        if may_continue && state.phase == Phase::Running && !state.steering.is_empty() {
+        let pending = !state.results.is_empty()
+            || (state.phase == Phase::Running && !state.steering.is_empty());
+        if may_continue && state.phase != Phase::Ended && pending {
             return false;
         }
         state.phase = Phase::Ended;
@@ -192,10 +293,17 @@ impl TurnControl {
         self.state().graceful
     }
 
-    /// Ends the turn's life: from here it takes no steering and no
-    /// interrupt.
-    pub(crate) fn end(&self) {
-        self.state().phase = Phase::Ended;
+    /// Ends the turn's life: from here it takes no steering, result or
+    /// interrupt. Its non-critical children are asked to wrap up; returns
+    /// the results it never took in, for the caller to deliver elsewhere.
+    pub(crate) fn end(&self, bus: &EventBus) -> Vec<ChildResult> {
+        let undelivered = {
+            let mut state = self.state();
+            state.phase = Phase::Ended;
+            std::mem::take(&mut state.results)
+        };
+        self.wind_down_children(bus);
+        undelivered
     }
 
     /// The steering an ended turn never took in, for the scheduler to run as
@@ -213,7 +321,7 @@ mod tests {
     use crate::bus::{Delivery, Filter, Received};
 
     fn control() -> (TurnControl, EventBus) {
-        (TurnControl::new("s", 2), EventBus::new(0))
+        (TurnControl::new("s", 2, 5), EventBus::new(0))
     }
 
     #[test]
@@ -226,7 +334,7 @@ mod tests {
             turn.skip_reason(),
             Some("the user sent a new message; this call was not run")
         );
-        assert_eq!(turn.take_steering(), ["one", "two"]);
+        assert_eq!(turn.take_inbox(), (vec![], vec!["one".into(), "two".into()]));
         assert_eq!(turn.skip_reason(), None);
     }
 
@@ -248,7 +356,7 @@ mod tests {
         let discarded = turn.interrupt(InterruptMode::Graceful, &bus, Vec::new);
         assert_eq!(discarded, Ok(vec![]));
         assert!(turn.winding_down() && turn.was_interrupted());
-        assert_eq!(turn.take_steering(), Vec::<String>::new());
+        assert_eq!(turn.take_inbox(), (vec![], vec![]));
         assert_eq!(turn.steer("late"), Err(Closed::NoSteering));
         assert_eq!(
             turn.skip_reason(),

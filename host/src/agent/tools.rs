@@ -22,9 +22,10 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::bus::{EventBus, Scope};
 use crate::llm::{Message, ToolCall};
-use crate::plugin::{CallContext, ErrorKind, Plugins, ToolError};
+use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::EventBody;
 
+use super::subturn::{self, Parent};
 use super::turn::{Turn, millis};
 
 /// Publishes a call's `tool_call_end` exactly once: from the call's task
@@ -47,7 +48,7 @@ impl EndOnce {
 /// The calls of a batch that have begun; on drop (the turn was aborted),
 /// ends those that have not.
 struct Begun<'a> {
-    turn: &'a Turn<'a>,
+    turn: &'a Turn,
     calls: Vec<(Arc<EndOnce>, &'a ToolCall)>,
 }
 
@@ -78,7 +79,7 @@ enum Started {
 }
 
 /// Runs `calls`; one `Tool` message per call, in the same order.
-pub async fn run_all<'a>(turn: &'a Turn<'a>, calls: &'a [ToolCall]) -> Vec<Message> {
+pub async fn run_all<'a>(turn: &'a Turn, calls: &'a [ToolCall]) -> Vec<Message> {
     let agent = turn.agent();
     let slots = Arc::new(Semaphore::new(agent.config.tool_concurrency.max(1)));
     let mut begun = Begun {
@@ -110,26 +111,13 @@ pub async fn run_all<'a>(turn: &'a Turn<'a>, calls: &'a [ToolCall]) -> Vec<Messa
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
         });
-        let ctx = CallContext {
-            session_key: turn.scope.session.clone().unwrap_or_default(),
-            turn_id: turn.id.clone(),
-            parent_turn_id: turn.scope.parent_turn_id.clone(),
-            depth: 0,
-            call_id: call.id.clone(),
-            deadline: None,
-        };
         let end = Arc::new(EndOnce::default());
         begun.calls.push((end.clone(), call));
-        let (plugins, bus, scope, call) = (
-            agent.plugins.clone(),
-            agent.bus.clone(),
-            turn.scope.clone(),
-            call.clone(),
-        );
+        let (parent, call) = (turn.as_parent(), call.clone());
         let task = AbortOnDropHandle::new(tokio::spawn({
             let end = end.clone();
             async move {
-                let result = run_one(&plugins, &bus, &scope, &ctx, &call, &end).await;
+                let result = run_one(&parent, &call, &end).await;
                 drop(slot);
                 result
             }
@@ -165,17 +153,11 @@ pub async fn run_all<'a>(turn: &'a Turn<'a>, calls: &'a [ToolCall]) -> Vec<Messa
     results
 }
 
-async fn run_one(
-    plugins: &Plugins,
-    bus: &EventBus,
-    scope: &Scope,
-    ctx: &CallContext,
-    call: &ToolCall,
-    end: &EndOnce,
-) -> Message {
+async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce) -> Message {
     let started = Instant::now();
-    let result = plugins.call(ctx, &call.name, &call.arguments).await;
+    let result = dispatch(parent, call).await;
     let duration_ms = millis(started.elapsed());
+    let (bus, scope) = (&parent.agent.bus, &parent.control.scope());
     let (content, is_error, error_kind) = match result {
         Ok(output) => (output, false, None),
         Err(error) => (for_model(&error), true, Some(error.kind)),
@@ -189,6 +171,30 @@ async fn run_one(
         duration_ms,
     });
     tool_message(call, content, is_error)
+}
+
+/// A built-in tool, or a plugin's in a fresh instance; only the tools the
+/// turn was given.
+async fn dispatch(parent: &Parent, call: &ToolCall) -> Result<String, ToolError> {
+    if !parent.spec.allows(&call.name) {
+        return Err(ToolError::new(
+            ErrorKind::NotFound,
+            format!("tool '{}' is not among this sub-agent's tools", call.name),
+        ));
+    }
+    if subturn::builtin_tools().iter().any(|t| t.name == call.name) {
+        return subturn::call_builtin(parent, &call.name, &call.arguments).await;
+    }
+    let control = &parent.control;
+    let ctx = CallContext {
+        session_key: control.session.clone(),
+        turn_id: control.id.clone(),
+        parent_turn_id: control.lineage.parent_id.clone(),
+        depth: control.lineage.depth,
+        call_id: call.id.clone(),
+        deadline: parent.spec.deadline,
+    };
+    parent.agent.plugins.call(&ctx, &call.name, &call.arguments).await
 }
 
 fn tool_message(call: &ToolCall, content: String, is_error: bool) -> Message {

@@ -23,6 +23,7 @@
 //! turn (a tool call without its result, a question without an answer). The
 //! turn itself, with its status and reason, is recorded either way.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -34,6 +35,7 @@ use crate::protocol::{EventBody, ToolCallInfo, TurnStatus};
 use crate::store::TurnRecord;
 
 use super::control::TurnControl;
+use super::subturn::{self, Parent};
 use super::{Agent, TurnOutcome};
 
 /// Added to the request (not the history), as a system message, on the
@@ -53,8 +55,47 @@ struct Answer {
     messages: Vec<Message>,
 }
 
-pub struct Turn<'a> {
-    agent: &'a Agent,
+/// What a turn runs with beyond the agent's defaults: a SubTurn's model,
+/// tools, deadline and budget.
+#[derive(Debug, Clone, Default)]
+pub struct TurnSpec {
+    /// A model name for the chain's providers (None: their own).
+    pub model: Option<String>,
+    /// The tools it may use (None: all).
+    pub tools: Option<Arc<BTreeSet<String>>>,
+    pub deadline: Option<Instant>,
+    pub token_budget: Option<u64>,
+}
+
+impl TurnSpec {
+    pub fn allows(&self, tool: &str) -> bool {
+        self.tools.as_ref().is_none_or(|t| t.contains(tool))
+    }
+
+    /// The tools on offer now: the plugins' (they may have been added or
+    /// removed since the last iteration) and the built-in ones, as allowed.
+    pub fn tool_defs(&self, agent: &Agent) -> Vec<ToolDef> {
+        let builtins = subturn::builtin_tools();
+        let plugins = agent.plugins.catalog();
+        let from_plugins = plugins.tools().into_iter().map(|t| ToolDef {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t.input_schema.clone(),
+        });
+        from_plugins
+            .filter(|t| !builtins.iter().any(|b| b.name == t.name))
+            .chain(builtins.iter().cloned())
+            .filter(|t| self.allows(&t.name))
+            .collect()
+    }
+
+    pub fn tool_names(&self, agent: &Agent) -> BTreeSet<String> {
+        self.tool_defs(agent).into_iter().map(|t| t.name).collect()
+    }
+}
+
+pub struct Turn {
+    agent: Arc<Agent>,
     pub(crate) id: String,
     pub(crate) scope: Scope,
     session: String,
@@ -62,6 +103,7 @@ pub struct Turn<'a> {
     iterations: u32,
     usage: Usage,
     pub(crate) control: Arc<TurnControl>,
+    pub(crate) spec: Arc<TurnSpec>,
 }
 
 /// Why a turn did not complete.
@@ -69,6 +111,8 @@ enum Failure {
     Error(String),
     /// A hard interrupt.
     Aborted,
+    BudgetExceeded(String),
+    TimedOut,
 }
 
 impl From<String> for Failure {
@@ -77,31 +121,42 @@ impl From<String> for Failure {
     }
 }
 
-impl<'a> Turn<'a> {
+impl Turn {
     /// The turn that `control` steers, on the control's session.
-    pub fn new(
-        agent: &'a Agent,
-        control: Arc<TurnControl>,
-        parent_turn_id: Option<String>,
-    ) -> Turn<'a> {
+    pub fn new(agent: Arc<Agent>, control: Arc<TurnControl>) -> Turn {
+        Turn::with_spec(agent, control, TurnSpec::default())
+    }
+
+    pub fn with_spec(agent: Arc<Agent>, control: Arc<TurnControl>, spec: TurnSpec) -> Turn {
         Turn {
             agent,
-            scope: Scope {
-                session: Some(control.session.clone()),
-                turn_id: Some(control.id.clone()),
-                parent_turn_id,
-            },
+            scope: control.scope(),
             id: control.id.clone(),
             session: control.session.clone(),
             started_at: now(),
             iterations: 0,
             usage: Usage::default(),
             control,
+            spec: Arc::new(spec),
         }
     }
 
-    pub(crate) fn agent(&self) -> &'a Agent {
-        self.agent
+    pub(crate) fn agent(&self) -> &Arc<Agent> {
+        &self.agent
+    }
+
+    /// What children of this turn inherit.
+    pub(crate) fn as_parent(&self) -> Parent {
+        Parent {
+            agent: self.agent.clone(),
+            control: self.control.clone(),
+            spec: self.spec.clone(),
+        }
+    }
+
+    /// A SubTurn: its history is its own, not the session's.
+    fn is_child(&self) -> bool {
+        self.control.lineage.depth > 0
     }
 
     pub(crate) fn publish(&self, body: EventBody) -> u64 {
@@ -113,9 +168,17 @@ impl<'a> Turn<'a> {
             input: input.to_string(),
         });
         let cancel = self.control.cancelled().clone();
+        let deadline = self.spec.deadline;
+        let timed_out = async move {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         let result = tokio::select! {
             biased;
             _ = cancel.cancelled() => Err(Failure::Aborted),
+            _ = timed_out => Err(Failure::TimedOut),
             result = self.iterate(input) => result,
         };
         // A hard interrupt accepted during the loop's last step (its sender
@@ -130,12 +193,15 @@ impl<'a> Turn<'a> {
 
     /// The loop: the final answer, or why the turn failed.
     async fn iterate(&mut self, input: &str) -> Result<Answer, Failure> {
-        let history = self
-            .agent
-            .store
-            .history(&self.session)
-            .await
-            .map_err(|e| format!("could not read the session's history: {e:#}"))?;
+        let history = if self.is_child() {
+            Vec::new()
+        } else {
+            self.agent
+                .store
+                .history(&self.session)
+                .await
+                .map_err(|e| format!("could not read the session's history: {e:#}"))?
+        };
         let mut messages = Vec::with_capacity(history.len() + 8);
         if let Some(prompt) = &self.agent.config.system_prompt {
             messages.push(Message::system(prompt.clone()));
@@ -147,7 +213,15 @@ impl<'a> Turn<'a> {
         let max = self.agent.config.max_iterations.max(1);
         loop {
             self.iterations += 1;
-            for content in self.control.take_steering() {
+            let (results, steering) = self.control.take_inbox();
+            for result in results {
+                self.publish(EventBody::SubturnDelivered {
+                    subturn_id: result.subturn_id,
+                    via: crate::protocol::Delivery::Injected,
+                });
+                messages.push(Message::user(result.content));
+            }
+            for content in steering {
                 self.publish(EventBody::SteeringInjected {
                     iteration: self.iterations,
                     content: content.clone(),
@@ -159,8 +233,9 @@ impl<'a> Turn<'a> {
             let last = at_limit || interrupted;
             let mut request = ChatRequest {
                 messages: messages.clone(),
-                tools: self.tool_defs(),
+                tools: self.spec.tool_defs(&self.agent),
                 max_tokens: self.agent.config.max_tokens,
+                model: self.spec.model.clone(),
                 ..Default::default()
             };
             if interrupted || (at_limit && self.iterations > 1) {
@@ -175,6 +250,14 @@ impl<'a> Turn<'a> {
                 request.messages.push(Message::system(note));
             }
             let reply = self.ask(&request).await?;
+            if let Some(budget) = self.spec.token_budget {
+                let used = self.usage.input_tokens + self.usage.output_tokens;
+                if used > budget {
+                    return Err(Failure::BudgetExceeded(format!(
+                        "used {used} tokens, over its budget of {budget}"
+                    )));
+                }
+            }
             let mut tool_calls = reply.tool_calls;
             if last && !tool_calls.is_empty() {
                 // Offered no tools, the model asked anyway: the turn still
@@ -226,7 +309,7 @@ impl<'a> Turn<'a> {
         let iteration = self.iterations;
         self.publish(EventBody::LlmRequest {
             iteration,
-            model: self.agent.llm.first_model().to_string(),
+            model: self.agent.llm.first_model(request.model.as_deref()),
             messages: request.messages.len(),
             tools: request.tools.len(),
         });
@@ -277,26 +360,12 @@ impl<'a> Turn<'a> {
         Ok(response)
     }
 
-    /// The tools on offer now (plugins may have been added or removed since
-    /// the last iteration).
-    fn tool_defs(&self) -> Vec<ToolDef> {
-        self.agent
-            .plugins
-            .catalog()
-            .tools()
-            .into_iter()
-            .map(|t| ToolDef {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                parameters: t.input_schema.clone(),
-            })
-            .collect()
-    }
-
     /// Writes the turn and its history, then announces its end.
     async fn finish(self, input: &str, result: Result<Answer, Failure>) -> TurnOutcome {
-        self.control.end();
-        let (status, reason, answer, messages) = match result {
+        for result in self.control.end(&self.agent.bus) {
+            subturn::orphan(&self.agent, &self.control, result);
+        }
+        let (status, reason, answer, mut messages) = match result {
             Ok(answer) => (
                 TurnStatus::Completed,
                 answer.reason.to_string(),
@@ -310,7 +379,24 @@ impl<'a> Turn<'a> {
                 None,
                 Vec::new(),
             ),
+            Err(Failure::BudgetExceeded(reason)) => {
+                (TurnStatus::BudgetExceeded, reason, None, Vec::new())
+            }
+            Err(Failure::TimedOut) => {
+                // Its own children go with it.
+                self.control.cancelled().cancel();
+                (
+                    TurnStatus::TimedOut,
+                    "ran past its timeout".to_string(),
+                    None,
+                    Vec::new(),
+                )
+            }
         };
+        if self.is_child() {
+            // A SubTurn's conversation is its own; only the turn is recorded.
+            messages.clear();
+        }
         let mut outcome = TurnOutcome {
             turn_id: self.id.clone(),
             status,

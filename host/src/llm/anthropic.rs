@@ -82,7 +82,7 @@ impl Anthropic {
 pub fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     let (system, messages) = wire_messages(&request.messages);
     let mut body = json!({
-        "model": config.model,
+        "model": request.model.as_deref().unwrap_or(&config.model),
         "max_tokens": request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         "messages": messages,
     });
@@ -510,6 +510,7 @@ mod tests {
             }],
             tool_choice: ToolChoice::Required,
             max_tokens: None,
+            model: None,
         };
         let body = request_body(&config(true), &request);
         assert_eq!(

@@ -97,9 +97,10 @@ impl Chain {
         }
     }
 
-    /// The candidate a call would try first.
-    pub fn first_model(&self) -> &str {
-        self.order()[0].provider.name()
+    /// The candidate a call would try first, with `model` in place of its
+    /// own when given.
+    pub fn first_model(&self, model: Option<&str>) -> String {
+        with_model(self.order()[0].provider.name(), model)
     }
 
     /// Every candidate, in configured order.
@@ -124,7 +125,8 @@ impl Chain {
         let order = self.order();
         let mut failures = Vec::new();
         for (index, candidate) in order.iter().enumerate() {
-            let name = candidate.provider.name();
+            let name = with_model(candidate.provider.name(), request.model.as_deref());
+            let name = name.as_str();
             let mut attempt = 1;
             let last_error = loop {
                 let mut streamed = false;
@@ -150,17 +152,18 @@ impl Chain {
                 };
                 let delay = self.backoff(attempt, &error, index + 1 < order.len());
                 let next = match delay {
-                    Some(delay) => Some((name, delay)),
-                    None => order
-                        .get(index + 1)
-                        .map(|c| (c.provider.name(), Duration::ZERO)),
+                    Some(delay) => Some((name.to_string(), delay)),
+                    None => order.get(index + 1).map(|c| {
+                        let next = with_model(c.provider.name(), request.model.as_deref());
+                        (next, Duration::ZERO)
+                    }),
                 };
                 if let Some((next_model, delay)) = next {
                     progress(Progress::Retry(Retry {
                         model: name.to_string(),
                         attempt,
                         error: error.to_string(),
-                        next_model: next_model.to_string(),
+                        next_model,
                         delay,
                         discard_partial: streamed,
                     }));
@@ -204,5 +207,14 @@ impl Chain {
             Some(wait) => Some(wait.max(exponential)),
             None => Some(exponential),
         }
+    }
+}
+
+/// `provider:model` for a candidate named `provider:own-model` asked to use
+/// `model` instead.
+fn with_model(candidate: &str, model: Option<&str>) -> String {
+    match (model, candidate.split_once(':')) {
+        (Some(model), Some((provider, _))) => format!("{provider}:{model}"),
+        _ => candidate.to_string(),
     }
 }

@@ -77,7 +77,7 @@ impl OpenAi {
 /// The request body.
 pub fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     let mut body = json!({
-        "model": config.model,
+        "model": request.model.as_deref().unwrap_or(&config.model),
         "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
     });
     if !request.tools.is_empty() {
@@ -421,6 +421,7 @@ mod tests {
             }],
             tool_choice: ToolChoice::Required,
             max_tokens: Some(100),
+            model: None,
         };
         let body = request_body(&config(true), &request);
         assert_eq!(

@@ -82,6 +82,9 @@ pub struct ChatRequest {
     pub tool_choice: ToolChoice,
     /// Most tokens in the reply; providers that require a value use 4096.
     pub max_tokens: Option<u32>,
+    /// Another model of the same provider than the candidate's own (a
+    /// SubTurn's).
+    pub model: Option<String>,
 }
 
 /// Why the model stopped. Serialized as a plain string (`"tool_calls"`).

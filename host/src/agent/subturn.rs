@@ -1,0 +1,388 @@
+//! SubTurns: child turns (sub-agents) that a turn starts with the built-in
+//! `subagent` tool (it waits for the answer) or `spawn` tool (it goes on and
+//! gets the result later), or that a plugin starts through the host's
+//! `agent.spawn-subturn` import.
+//!
+//! - Limits, for every turn: nesting depth, children running per parent (a
+//!   spawn waits a bounded time for a free place), and SubTurns alive in the
+//!   whole host. A spawn over a limit is a tool error the model can read.
+//! - A child runs with the model and tools it was given (a subset of its
+//!   parent's), its own timeout and token budget, and an ephemeral history
+//!   that starts from its task and never enters the session's history.
+//! - Delivery, exactly once: a `subagent` child's answer is the tool result;
+//!   a `spawn` child's result is put in its parent's inbox and taken in
+//!   before the parent's next model call, or, if the parent has ended, runs
+//!   as a follow-up turn on the session (`subturn_orphan`). A child stopped
+//!   by an ancestor's hard interrupt has no result to deliver.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use super::control::{ChildResult, TurnControl};
+use super::turn::{Turn, TurnSpec};
+use super::{Agent, TurnOutcome};
+use crate::llm::ToolDef;
+use crate::plugin::{ErrorKind, ToolError};
+use crate::protocol::{Delivery, EventBody, SpawnMode, TurnStatus};
+
+pub const SUBAGENT: &str = "subagent";
+pub const SPAWN: &str = "spawn";
+
+/// How far SubTurns may go.
+#[derive(Debug, Clone)]
+pub struct SubTurnLimits {
+    /// How deep children may nest below a top-level turn.
+    pub max_depth: u32,
+    /// Children of one turn running at once.
+    pub per_parent: usize,
+    /// SubTurns alive at once in the host.
+    pub total: usize,
+    /// How long a spawn waits for one of its parent's places to free up.
+    pub slot_wait: Duration,
+    /// A child's timeout when the request names none.
+    pub default_timeout: Duration,
+}
+
+impl Default for SubTurnLimits {
+    fn default() -> Self {
+        SubTurnLimits {
+            max_depth: 3,
+            per_parent: 5,
+            total: 64,
+            slot_wait: Duration::from_secs(10),
+            default_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// What a child is asked to do, and with what: the arguments of `spawn` and
+/// `subagent`, and of `agent.spawn-subturn`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubTurnRequest {
+    pub task: String,
+    #[serde(default)]
+    pub label: Option<String>,
+    /// A model name for the same provider (default: the parent's).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// A subset of the parent's tools (default: all of them).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Survives the parent's graceful end, and delivers as a follow-up.
+    #[serde(default)]
+    pub critical: bool,
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Tokens (input and output, as the provider reports them) the child
+    /// may use.
+    #[serde(default)]
+    pub token_budget: Option<u64>,
+}
+
+/// The built-in tools, as offered to the model.
+pub fn builtin_tools() -> Vec<ToolDef> {
+    let parameters = json!({
+        "type": "object",
+        "properties": {
+            "task": {"type": "string", "description": "What the sub-agent must do; it sees nothing else of this conversation."},
+            "label": {"type": "string", "description": "A short name for it."},
+            "model": {"type": "string", "description": "Another model of the same provider."},
+            "tools": {"type": "array", "items": {"type": "string"}, "description": "The tools it may use: a subset of yours (default: all)."},
+            "critical": {"type": "boolean", "description": "Finish even if this turn ends early."},
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+            "token_budget": {"type": "integer", "minimum": 1}
+        },
+        "required": ["task"],
+        "additionalProperties": false
+    });
+    vec![
+        ToolDef {
+            name: SUBAGENT.into(),
+            description: "Runs a sub-agent on a task and returns its final answer.".into(),
+            parameters: parameters.clone(),
+        },
+        ToolDef {
+            name: SPAWN.into(),
+            description: "Starts a sub-agent on a task and returns its id at once; its result arrives as a message later in this turn (or as a new turn if this one has ended).".into(),
+            parameters,
+        },
+    ]
+}
+
+/// What a turn hands down to the children it starts.
+#[derive(Clone)]
+pub struct Parent {
+    pub agent: Arc<Agent>,
+    pub control: Arc<TurnControl>,
+    pub spec: Arc<TurnSpec>,
+}
+
+/// A child that is running.
+pub struct Spawned {
+    pub id: String,
+    pub label: String,
+    task: JoinHandle<TurnOutcome>,
+}
+
+fn denied(message: String) -> ToolError {
+    ToolError::new(ErrorKind::Denied, message)
+}
+
+fn invalid(message: String) -> ToolError {
+    ToolError::new(ErrorKind::InvalidInput, message)
+}
+
+impl Parent {
+    /// Checks `request` against the limits and the parent's tools, then
+    /// starts the child on its own task.
+    pub async fn spawn(
+        &self,
+        request: SubTurnRequest,
+        mode: SpawnMode,
+    ) -> Result<Spawned, ToolError> {
+        let limits = &self.agent.config.subturns;
+        let depth = self.control.lineage.depth;
+        if depth >= limits.max_depth {
+            return Err(denied(format!(
+                "sub-agents nest at most {} deep, and this turn is at depth {depth}; do the task yourself",
+                limits.max_depth
+            )));
+        }
+        if request.task.trim().is_empty() {
+            return Err(invalid("task: must say what the sub-agent should do".into()));
+        }
+        let spec = self.child_spec(&request)?;
+        let place = tokio::time::timeout(
+            limits.slot_wait,
+            self.control.child_slots.clone().acquire_owned(),
+        )
+        .await
+        .map_err(|_| {
+            denied(format!(
+                "this turn already runs {} sub-agents, its limit, and none finished within {:?}",
+                limits.per_parent, limits.slot_wait
+            ))
+        })?
+        .expect("never closed");
+        let slot = self
+            .agent
+            .subturn_slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| {
+                denied(format!(
+                    "the host already runs {} sub-agents, its limit; try again when one has finished",
+                    limits.total
+                ))
+            })?;
+
+        let child = TurnControl::child(&self.control, request.critical, limits.per_parent);
+        let label = request
+            .label
+            .clone()
+            .filter(|l| !l.trim().is_empty())
+            .unwrap_or_else(|| format!("sub-agent {}", &child.id[child.id.len() - 6..]));
+        self.agent.bus.publish(
+            &self.control.scope(),
+            EventBody::SubturnSpawn {
+                subturn_id: child.id.clone(),
+                label: label.clone(),
+                task: request.task.clone(),
+                depth: child.lineage.depth,
+                mode,
+                model: spec.model.clone(),
+                tools: spec.tools.as_ref().map(|t| t.iter().cloned().collect()),
+                critical: request.critical,
+            },
+        );
+        let (agent, parent, id) = (self.agent.clone(), self.control.clone(), child.id.clone());
+        let (task_text, child_label) = (request.task, label.clone());
+        let task = tokio::spawn(async move {
+            let outcome = Turn::with_spec(agent.clone(), child.clone(), spec)
+                .run(&task_text)
+                .await;
+            drop((place, slot));
+            agent.bus.publish(
+                &parent.scope(),
+                EventBody::SubturnEnd {
+                    subturn_id: child.id.clone(),
+                    status: outcome.status,
+                    reason: outcome.reason.clone(),
+                    usage: outcome.usage,
+                },
+            );
+            if mode == SpawnMode::Spawn {
+                deliver_later(&agent, &parent, &child, &child_label, &outcome);
+            }
+            outcome
+        });
+        Ok(Spawned { id, label, task })
+    }
+
+    /// The child's model, tools, deadline and budget.
+    fn child_spec(&self, request: &SubTurnRequest) -> Result<TurnSpec, ToolError> {
+        let tools = match &request.tools {
+            None => self.spec.tools.clone(),
+            Some(names) => {
+                let mine = self.spec.tool_names(&self.agent);
+                let unknown: Vec<&str> = names
+                    .iter()
+                    .filter(|n| !mine.contains(n.as_str()))
+                    .map(String::as_str)
+                    .collect();
+                if !unknown.is_empty() {
+                    let mine: Vec<&str> = mine.iter().map(String::as_str).collect();
+                    return Err(invalid(format!(
+                        "tools: {} not among this turn's tools ({})",
+                        unknown
+                            .iter()
+                            .map(|n| format!("'{n}'"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        mine.join(", ")
+                    )));
+                }
+                Some(Arc::new(names.iter().cloned().collect::<BTreeSet<_>>()))
+            }
+        };
+        let timeout = match request.timeout_s {
+            None => self.agent.config.subturns.default_timeout,
+            Some(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
+            Some(s) => {
+                return Err(invalid(format!(
+                    "timeout_s: expected a positive number of seconds, got {s}"
+                )));
+            }
+        };
+        if request.token_budget == Some(0) {
+            return Err(invalid("token_budget: expected at least 1".into()));
+        }
+        let deadline = Instant::now() + timeout;
+        Ok(TurnSpec {
+            model: request
+                .model
+                .clone()
+                .filter(|m| !m.trim().is_empty())
+                .or_else(|| self.spec.model.clone()),
+            tools,
+            deadline: Some(self.spec.deadline.map_or(deadline, |d| d.min(deadline))),
+            token_budget: request.token_budget,
+        })
+    }
+
+    /// Runs a child to its end and returns its answer: the `subagent` tool,
+    /// and a plugin's `agent.spawn-subturn`.
+    pub async fn subagent(&self, request: SubTurnRequest) -> Result<String, ToolError> {
+        let spawned = self.spawn(request, SpawnMode::Subagent).await?;
+        let outcome = spawned.task.await.map_err(|e| {
+            ToolError::new(
+                ErrorKind::Internal,
+                format!("sub-agent '{}' failed inside the host: {e}", spawned.label),
+            )
+        })?;
+        self.agent.bus.publish(
+            &self.control.scope(),
+            EventBody::SubturnDelivered {
+                subturn_id: spawned.id.clone(),
+                via: Delivery::ToolResult,
+            },
+        );
+        match outcome.status {
+            TurnStatus::Completed => Ok(outcome.answer.unwrap_or_default()),
+            status => Err(ToolError::new(
+                ErrorKind::Upstream,
+                format!(
+                    "sub-agent '{}' ({}) ended {}: {}",
+                    spawned.label,
+                    spawned.id,
+                    status.as_str(),
+                    outcome.reason
+                ),
+            )),
+        }
+    }
+
+    /// The `spawn` tool: starts the child and says how to recognise its
+    /// result.
+    pub async fn spawn_tool(&self, request: SubTurnRequest) -> Result<String, ToolError> {
+        let spawned = self.spawn(request, SpawnMode::Spawn).await?;
+        Ok(json!({
+            "subturn_id": spawned.id,
+            "label": spawned.label,
+            "status": "running",
+            "result": "arrives as a message naming this id before a later model call",
+        })
+        .to_string())
+    }
+}
+
+/// Runs a built-in tool call for the turn `parent`. Boxed: a turn runs tool
+/// calls, which may run turns.
+pub fn call_builtin<'a>(
+    parent: &'a Parent,
+    tool: &'a str,
+    arguments: &'a str,
+) -> BoxFuture<'a, Result<String, ToolError>> {
+    Box::pin(async move {
+        let request: SubTurnRequest = serde_json::from_str(arguments)
+            .map_err(|e| invalid(format!("arguments of '{tool}': {e}")))?;
+        match tool {
+            SUBAGENT => parent.subagent(request).await,
+            _ => parent.spawn_tool(request).await,
+        }
+    })
+}
+
+/// The message the parent's model reads for a finished `spawn` child.
+fn result_message(label: &str, id: &str, outcome: &TurnOutcome) -> String {
+    match (outcome.status, &outcome.answer) {
+        (TurnStatus::Completed, Some(answer)) => {
+            format!("[Result of sub-agent '{label}' ({id})]\n{answer}")
+        }
+        (status, _) => format!(
+            "[Sub-agent '{label}' ({id}) ended {}: {}]",
+            status.as_str(),
+            outcome.reason
+        ),
+    }
+}
+
+/// Hands a `spawn` child's result to its parent, or to a follow-up turn if
+/// the parent has ended.
+fn deliver_later(
+    agent: &Agent,
+    parent: &TurnControl,
+    child: &TurnControl,
+    label: &str,
+    outcome: &TurnOutcome,
+) {
+    if outcome.status == TurnStatus::Aborted && parent.cancelled().is_cancelled() {
+        // Stopped with its parent by a hard interrupt: nothing to deliver.
+        return;
+    }
+    let result = ChildResult {
+        subturn_id: child.id.clone(),
+        content: result_message(label, &child.id, outcome),
+    };
+    if let Err(result) = parent.deliver(result) {
+        orphan(agent, parent, result);
+    }
+}
+
+/// A result whose parent has ended: it runs as a follow-up turn.
+pub(crate) fn orphan(agent: &Agent, parent: &TurnControl, result: ChildResult) {
+    agent.bus.publish(
+        &parent.scope(),
+        EventBody::SubturnOrphan {
+            subturn_id: result.subturn_id,
+        },
+    );
+    agent.follow_up(&parent.session, result.content);
+}
