@@ -16,7 +16,7 @@ pub mod subturn;
 pub mod tools;
 pub mod turn;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 use tokio::sync::mpsc::UnboundedSender;
@@ -79,7 +79,7 @@ pub struct Agent {
     pub(crate) subturn_slots: Arc<Semaphore>,
     /// Where messages for a new turn of a session go (results of SubTurns
     /// whose parent has ended): the scheduler, once one is attached.
-    follow_ups: OnceLock<UnboundedSender<FollowUp>>,
+    follow_ups: Mutex<Option<UnboundedSender<FollowUp>>>,
 }
 
 /// A message that runs as a turn of its own on `session`.
@@ -104,14 +104,14 @@ impl Agent {
             store,
             subturn_slots: Arc::new(Semaphore::new(config.subturns.total)),
             config,
-            follow_ups: OnceLock::new(),
+            follow_ups: Mutex::new(None),
         }
     }
 
-    /// Sends follow-up turns to `sink` (the scheduler); the first sink set
-    /// stays.
+    /// Sends follow-up turns to `sink` (the scheduler that runs this
+    /// agent's turns; the last one set).
     pub fn set_follow_up_sink(&self, sink: UnboundedSender<FollowUp>) {
-        let _ = self.follow_ups.set(sink);
+        *self.follow_ups.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
     }
 
     /// Queues `content` as a turn of its own on `session`. Without a
@@ -121,7 +121,8 @@ impl Agent {
             session: session.to_string(),
             content,
         };
-        let sent = match self.follow_ups.get() {
+        let sink = self.follow_ups.lock().unwrap_or_else(|e| e.into_inner());
+        let sent = match &*sink {
             Some(sink) => sink.send(follow_up),
             None => Err(tokio::sync::mpsc::error::SendError(follow_up)),
         };
@@ -150,7 +151,9 @@ impl Agent {
     /// one to steer or interrupt it.
     pub async fn run_turn(self: &Arc<Self>, session: &str, input: &str) -> TurnOutcome {
         let control = control::TurnControl::new(session, 0, self.config.subturns.per_parent);
-        turn::Turn::new(self.clone(), Arc::new(control)).run(input).await
+        turn::Turn::new(self.clone(), Arc::new(control))
+            .run(input)
+            .await
     }
 
     /// Publishes the state of every plugin file: `plugin_loaded` or

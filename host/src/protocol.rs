@@ -244,7 +244,9 @@ pub enum EventBody {
     },
     /// The parent had ended: the child's result runs as a follow-up turn on
     /// the session.
-    SubturnOrphan { subturn_id: String },
+    SubturnOrphan {
+        subturn_id: String,
+    },
     PluginLoaded {
         plugin: String,
         tools: Vec<String>,

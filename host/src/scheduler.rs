@@ -32,7 +32,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::agent::control::{Closed, TurnControl};
 use crate::agent::turn::Turn;
-use crate::agent::{Agent, TurnOutcome};
+use crate::agent::{Agent, FollowUp, TurnOutcome};
 use crate::bus::Scope;
 use crate::protocol::{
     Accepted, EventBody, InterruptMode, Op, Policy, Refused, Target, TurnStatus,
@@ -109,18 +109,32 @@ impl Session {
 }
 
 impl Scheduler {
+    /// Runs `agent`'s turns from now on, and the follow-up turns it asks
+    /// for (results of SubTurns whose parent had ended). Must be called
+    /// within a tokio runtime.
     pub fn new(agent: Arc<Agent>, config: SchedulerConfig) -> Scheduler {
-        Scheduler {
-            inner: Arc::new(Inner {
-                slots: Semaphore::new(config.max_parallel.max(1)),
-                agent,
-                config,
-                sessions: Mutex::new(HashMap::new()),
-                turns: Mutex::new(HashMap::new()),
-                busy: AtomicUsize::new(0),
-                went_idle: Notify::new(),
-            }),
-        }
+        let inner = Arc::new(Inner {
+            slots: Semaphore::new(config.max_parallel.max(1)),
+            agent,
+            config,
+            sessions: Mutex::new(HashMap::new()),
+            turns: Mutex::new(HashMap::new()),
+            busy: AtomicUsize::new(0),
+            went_idle: Notify::new(),
+        });
+        let (sink, mut follow_ups) = tokio::sync::mpsc::unbounded_channel::<FollowUp>();
+        inner.agent.set_follow_up_sink(sink);
+        let weak = Arc::downgrade(&inner);
+        tokio::spawn(async move {
+            while let Some(follow_up) = follow_ups.recv().await {
+                let Some(inner) = weak.upgrade() else {
+                    tracing::warn!(session = %follow_up.session, "the scheduler is gone; follow-up dropped: {}", follow_up.content);
+                    continue;
+                };
+                inner.follow_up(follow_up);
+            }
+        });
+        Scheduler { inner }
     }
 
     pub fn agent(&self) -> &Arc<Agent> {
@@ -245,13 +259,40 @@ impl Inner {
             self.queued(&session, content, position);
             return Ok(Accepted::Queued { position });
         }
+        let turn_id = self.start(session.clone(), &mut state, content);
+        Ok(Accepted::Started { turn_id })
+    }
+
+    /// A message that runs as a turn of its own, whatever the session's
+    /// policy and queue limit (it was accepted elsewhere: a SubTurn's
+    /// result).
+    fn follow_up(self: &Arc<Self>, follow_up: FollowUp) {
+        let Ok(session) = self.session(&follow_up.session) else {
+            return;
+        };
+        let mut state = session.state();
+        if state.busy {
+            state.queue.push_back(follow_up.content.clone());
+            let position = state.queue.len();
+            self.queued(&session, follow_up.content, position);
+            return;
+        }
+        self.start(session.clone(), &mut state, follow_up.content);
+    }
+
+    /// Starts a turn on an idle session.
+    fn start(
+        self: &Arc<Self>,
+        session: Arc<Session>,
+        state: &mut SessionState,
+        input: String,
+    ) -> String {
         state.busy = true;
         self.busy.fetch_add(1, Ordering::SeqCst);
-        let turn = self.new_turn(&session, &mut state);
+        let turn = self.new_turn(&session, state);
         let turn_id = turn.id.clone();
-        drop(state);
-        tokio::spawn(self.clone().drive(session, turn, content));
-        Ok(Accepted::Started { turn_id })
+        tokio::spawn(self.clone().drive(session, turn, input));
+        turn_id
     }
 
     fn queued(&self, session: &Session, content: String, position: usize) {

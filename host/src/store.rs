@@ -83,6 +83,28 @@ const MIGRATIONS: &[&str] = &[
         json    TEXT NOT NULL
     ) STRICT;
     CREATE INDEX events_by_session ON events (session, seq);",
+    // 2: SubTurn statuses. SQLite cannot change a CHECK constraint: the
+    // table is rebuilt (foreign keys are off while migrating, so the
+    // messages that reference it stay).
+    "CREATE TABLE turns_new (
+        id             TEXT PRIMARY KEY,
+        session        TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+        parent_turn_id TEXT,
+        input          TEXT NOT NULL,
+        status         TEXT NOT NULL CHECK (status IN
+                           ('completed', 'aborted', 'error', 'budget_exceeded', 'timed_out')),
+        reason         TEXT NOT NULL,
+        iterations     INTEGER NOT NULL,
+        input_tokens   INTEGER NOT NULL,
+        output_tokens  INTEGER NOT NULL,
+        started_at     TEXT NOT NULL,
+        ended_at       TEXT NOT NULL
+    ) STRICT;
+    INSERT INTO turns_new SELECT * FROM turns;
+    DROP TABLE turns;
+    ALTER TABLE turns_new RENAME TO turns;
+    CREATE INDEX turns_by_session ON turns (session, started_at);
+    CREATE INDEX turns_by_parent ON turns (parent_turn_id);",
 ];
 
 /// One finished turn, as the turns table keeps it.
@@ -158,8 +180,11 @@ impl Store {
         let _mode: String =
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", true)?;
+        // Migrations rebuild tables, which must not cascade: foreign keys
+        // (on by default in this build of SQLite) are enforced after them.
+        conn.pragma_update(None, "foreign_keys", false)?;
         migrate(&mut conn)?;
+        conn.pragma_update(None, "foreign_keys", true)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -444,7 +469,6 @@ impl FromSql for U64 {
             .map_err(|_| FromSqlError::OutOfRange(value))
     }
 }
-
 
 /// Brings the schema to the last version of [`MIGRATIONS`].
 fn migrate(conn: &mut Connection) -> Result<()> {
@@ -755,6 +779,49 @@ mod tests {
             .pragma_query_value(None, "foreign_keys", |r| r.get(0))
             .unwrap();
         assert!(fk);
+    }
+
+    #[tokio::test]
+    async fn a_version_1_store_keeps_its_history_and_takes_subturn_statuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            tx.execute_batch(MIGRATIONS[0]).unwrap();
+            tx.pragma_update(None, "user_version", 1).unwrap();
+            tx.commit().unwrap();
+        }
+        let store = {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "INSERT INTO sessions VALUES ('s', 't', 't');
+                 INSERT INTO turns VALUES ('t1', 's', NULL, 'hi', 'completed', 'final_answer', 1, 1, 1, '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:01.000Z');
+                 INSERT INTO messages VALUES ('s', 0, 't1', '{\"role\":\"user\",\"content\":\"hi\"}');",
+            )
+            .unwrap();
+            drop(conn);
+            Store::open(&path).unwrap()
+        };
+        assert_eq!(store.history("s").await.unwrap(), [Message::user("hi")]);
+        let over = turn(
+            "s",
+            "t2",
+            TurnStatus::BudgetExceeded,
+            "2026-01-01T00:00:02.000Z",
+        );
+        store.commit_turn(&over, &[]).await.unwrap();
+        let statuses: Vec<_> = store
+            .turns("s")
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.status)
+            .collect();
+        assert_eq!(
+            statuses,
+            [TurnStatus::Completed, TurnStatus::BudgetExceeded]
+        );
     }
 
     #[test]

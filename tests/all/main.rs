@@ -12,4 +12,5 @@ mod reload;
 mod sandbox;
 mod scheduler;
 mod sessions;
+mod subturns;
 mod turns;

@@ -193,7 +193,9 @@ async fn two_iterations_with_one_tool_call(wire: Wire, stream: bool) {
     assert_eq!(
         tool_names,
         // The plugin's tools, then the built-in ones.
-        ["add", "context", "count", "echo", "fail", "log", "subagent", "spawn"]
+        [
+            "add", "context", "count", "echo", "fail", "log", "subagent", "spawn"
+        ]
     );
     assert_eq!(
         tool_results(wire, &requests[1].body),

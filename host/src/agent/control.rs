@@ -334,7 +334,10 @@ mod tests {
             turn.skip_reason(),
             Some("the user sent a new message; this call was not run")
         );
-        assert_eq!(turn.take_inbox(), (vec![], vec!["one".into(), "two".into()]));
+        assert_eq!(
+            turn.take_inbox(),
+            (vec![], vec!["one".into(), "two".into()])
+        );
         assert_eq!(turn.skip_reason(), None);
     }
 

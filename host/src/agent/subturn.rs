@@ -156,7 +156,9 @@ impl Parent {
             )));
         }
         if request.task.trim().is_empty() {
-            return Err(invalid("task: must say what the sub-agent should do".into()));
+            return Err(invalid(
+                "task: must say what the sub-agent should do".into(),
+            ));
         }
         let spec = self.child_spec(&request)?;
         let place = tokio::time::timeout(
@@ -287,6 +289,13 @@ impl Parent {
                 format!("sub-agent '{}' failed inside the host: {e}", spawned.label),
             )
         })?;
+        if self.control.cancelled().is_cancelled() {
+            // This turn is being stopped with the child: nothing to deliver.
+            return Err(ToolError::new(
+                ErrorKind::Cancelled,
+                format!("sub-agent '{}' was stopped with its parent", spawned.label),
+            ));
+        }
         self.agent.bus.publish(
             &self.control.scope(),
             EventBody::SubturnDelivered {

@@ -194,7 +194,11 @@ async fn dispatch(parent: &Parent, call: &ToolCall) -> Result<String, ToolError>
         call_id: call.id.clone(),
         deadline: parent.spec.deadline,
     };
-    parent.agent.plugins.call(&ctx, &call.name, &call.arguments).await
+    parent
+        .agent
+        .plugins
+        .call(&ctx, &call.name, &call.arguments)
+        .await
 }
 
 fn tool_message(call: &ToolCall, content: String, is_error: bool) -> Message {

@@ -138,7 +138,12 @@ impl Chain {
                             progress(Progress::Delta(text))
                         }
                     })
-                    .await;
+                    .await
+                    .map_err(|mut error| {
+                        // The model asked for, not the candidate's own.
+                        error.candidate = name.to_string();
+                        error
+                    });
                 let error = match result {
                     Ok(response) => {
                         *candidate.cooling_until.lock().unwrap() = None;
