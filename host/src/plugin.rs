@@ -27,6 +27,7 @@ pub mod grants;
 pub mod loader;
 pub mod output;
 pub mod sandbox;
+pub mod spawn;
 pub mod tools;
 pub mod watch;
 

@@ -332,6 +332,31 @@ impl TurnStatus {
     }
 }
 
+/// What a child is asked to do, and with what: the arguments of `spawn` and
+/// `subagent`, and of `agent.spawn-subturn`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubTurnRequest {
+    pub task: String,
+    #[serde(default)]
+    pub label: Option<String>,
+    /// A model name for the same provider (default: the parent's).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// A subset of the parent's tools (default: all of them).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Survives the parent's graceful end, and delivers as a follow-up.
+    #[serde(default)]
+    pub critical: bool,
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Tokens (input and output, as the provider reports them) the child
+    /// may use.
+    #[serde(default)]
+    pub token_budget: Option<u64>,
+}
+
 /// How a SubTurn was started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

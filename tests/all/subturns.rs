@@ -852,3 +852,130 @@ async fn a_child_over_budget_or_failing_does_not_take_its_parent_down() {
         ]
     );
 }
+
+/// The research example plugin (and echo), with `grants`.
+async fn research_setup(fake: &FakeModel, grants: &str) -> Setup {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    dir.add("research");
+    dir.grants("research", grants);
+    let (agent, events) = agent_with(
+        dir.load().await,
+        vec![openai(fake, "big", true)],
+        Store::open_in_memory().unwrap(),
+        AgentConfig::default(),
+    );
+    let scheduler = Scheduler::new(agent.clone(), SchedulerConfig::default());
+    Setup {
+        agent,
+        scheduler,
+        events,
+        _dir: dir,
+    }
+}
+
+fn research_model() -> impl Fn(&Conversation) -> Reply + Send + Sync + 'static {
+    |c| match c.first_user() {
+        "look into it" if c.tool_results().is_empty() => calls(vec![call(
+            "p1",
+            "research",
+            json!({"question": "Is 2 + 2 equal to 4?", "tools": ["add"]}),
+        )]),
+        "look into it" => Reply::text(c.tool_results()[0].to_string()),
+        // Each child takes longer than the plugin's own time limit.
+        task if task.starts_with("Answer this question") => {
+            delayed(400, Reply::text("Yes: add(2, 2) = 4."))
+        }
+        task if task.starts_with("Do not answer") => {
+            delayed(400, Reply::text("It assumes base 10."))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_runs_sub_agents_through_the_host_and_their_time_is_not_its_own() {
+    let fake = fake_model(research_model()).await;
+    let grants = "spawn_subturn = true\n[limits]\ntimeout_ms = 300\n";
+    let Setup {
+        scheduler,
+        mut events,
+        ..
+    } = research_setup(&fake, grants).await;
+    scheduler.submit(message("s", "look into it")).unwrap();
+    idle(&scheduler).await;
+    let seen = drain(&mut events);
+    let last = seen
+        .iter()
+        .rev()
+        .find(|e| e.body.kind() == "turn_end")
+        .unwrap();
+    assert!(
+        matches!(&last.body, EventBody::TurnEnd { answer: Some(a), .. } if a == "Research on: Is 2 + 2 equal to 4?\n\n## analyst\nYes: add(2, 2) = 4.\n\n## reviewer\nIt assumes base 10.\n"),
+        "{last:?}"
+    );
+    let spawns: Vec<(String, Option<Vec<String>>, SpawnMode)> = seen
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::SubturnSpawn {
+                label, tools, mode, ..
+            } => Some((label.clone(), tools.clone(), *mode)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        spawns,
+        [
+            (
+                "analyst".to_string(),
+                Some(vec!["add".to_string()]),
+                SpawnMode::Subagent
+            ),
+            ("reviewer".to_string(), Some(vec![]), SpawnMode::Subagent),
+        ]
+    );
+    // The reviewer was offered no tools at all.
+    let reviewer = fake
+        .requests()
+        .into_iter()
+        .find(|r| {
+            Conversation { body: &r.body }
+                .first_user()
+                .starts_with("Do not answer")
+        })
+        .unwrap();
+    assert_eq!(reviewer.body.get("tools"), None);
+    let delivered = seen
+        .iter()
+        .filter(|e| e.body.kind() == "subturn_delivered")
+        .count();
+    assert_eq!(delivered, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_without_the_grant_cannot_start_sub_agents() {
+    let fake = fake_model(research_model()).await;
+    let Setup {
+        scheduler,
+        mut events,
+        ..
+    } = research_setup(&fake, "[limits]\ntimeout_ms = 300\n").await;
+    scheduler.submit(message("s", "look into it")).unwrap();
+    idle(&scheduler).await;
+    let seen = drain(&mut events);
+    let end = seen
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::ToolCallEnd { ok, output, .. } => Some((*ok, output.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        end,
+        (
+            false,
+            "error (upstream): no sub-agent answered: plugin 'research' may not start sub-agents: its grants do not say spawn_subturn = true".to_string()
+        )
+    );
+    assert!(!seen.iter().any(|e| e.body.kind() == "subturn_spawn"));
+}

@@ -117,6 +117,7 @@ pub fn ctx() -> CallContext {
         depth: 0,
         call_id: "call-1".into(),
         deadline: None,
+        spawner: None,
     }
 }
 

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -28,8 +27,9 @@ use super::control::{ChildResult, TurnControl};
 use super::turn::{Turn, TurnSpec};
 use super::{Agent, TurnOutcome};
 use crate::llm::ToolDef;
+use crate::plugin::spawn::SubTurnSpawner;
 use crate::plugin::{ErrorKind, ToolError};
-use crate::protocol::{Delivery, EventBody, SpawnMode, TurnStatus};
+use crate::protocol::{Delivery, EventBody, SpawnMode, SubTurnRequest, TurnStatus};
 
 pub const SUBAGENT: &str = "subagent";
 pub const SPAWN: &str = "spawn";
@@ -59,31 +59,6 @@ impl Default for SubTurnLimits {
             default_timeout: Duration::from_secs(600),
         }
     }
-}
-
-/// What a child is asked to do, and with what: the arguments of `spawn` and
-/// `subagent`, and of `agent.spawn-subturn`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SubTurnRequest {
-    pub task: String,
-    #[serde(default)]
-    pub label: Option<String>,
-    /// A model name for the same provider (default: the parent's).
-    #[serde(default)]
-    pub model: Option<String>,
-    /// A subset of the parent's tools (default: all of them).
-    #[serde(default)]
-    pub tools: Option<Vec<String>>,
-    /// Survives the parent's graceful end, and delivers as a follow-up.
-    #[serde(default)]
-    pub critical: bool,
-    #[serde(default)]
-    pub timeout_s: Option<f64>,
-    /// Tokens (input and output, as the provider reports them) the child
-    /// may use.
-    #[serde(default)]
-    pub token_budget: Option<u64>,
 }
 
 /// The built-in tools, as offered to the model.
@@ -394,4 +369,12 @@ pub(crate) fn orphan(agent: &Agent, parent: &TurnControl, result: ChildResult) {
         },
     );
     agent.follow_up(&parent.session, result.content);
+}
+
+/// A plugin's `agent.spawn-subturn`: a `subagent` child of the calling turn.
+impl SubTurnSpawner for Parent {
+    fn run(&self, request: SubTurnRequest) -> BoxFuture<'static, Result<String, ToolError>> {
+        let parent = self.clone();
+        Box::pin(async move { parent.subagent(request).await })
+    }
 }

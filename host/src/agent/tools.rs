@@ -22,6 +22,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::bus::{EventBus, Scope};
 use crate::llm::{Message, ToolCall};
+use crate::plugin::call::Spawner;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::EventBody;
 
@@ -193,6 +194,7 @@ async fn dispatch(parent: &Parent, call: &ToolCall) -> Result<String, ToolError>
         depth: control.lineage.depth,
         call_id: call.id.clone(),
         deadline: parent.spec.deadline,
+        spawner: Some(Spawner(Arc::new(parent.clone()))),
     };
     parent
         .agent

@@ -3,7 +3,10 @@
 wasmtime::component::bindgen!({
     world: "tool-plugin",
     path: "../wit",
-    imports: { default: trappable },
+    imports: {
+        "wasmclaw:plugin/agent.spawn-subturn": async | trappable,
+        default: trappable,
+    },
     exports: { default: async },
 });
 

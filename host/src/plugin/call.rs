@@ -1,6 +1,7 @@
 //! One tool call in a fresh instance, and what the caller is told when it
 //! fails.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::bindings::wasmclaw::plugin::types as wit;
@@ -8,10 +9,13 @@ use super::error::{ErrorKind, ToolError};
 use super::grants::Limits;
 use super::loader::{Plugin, wasm_error_chain};
 use super::sandbox::{Breach, Capabilities, Deadline, PluginState, new_store, until_deadline};
+use super::spawn::{SpawnAccess, SubTurnSpawner};
 
 /// Who is calling: passed to the plugin as its `call-context`.
 #[derive(Debug, Clone, Default)]
 pub struct CallContext {
+    /// The turn, for `agent.spawn-subturn` (none outside a turn).
+    pub spawner: Option<Spawner>,
     pub session_key: String,
     pub turn_id: String,
     pub parent_turn_id: Option<String>,
@@ -20,6 +24,16 @@ pub struct CallContext {
     /// An outer deadline (the turn's); the call ends at the earlier of this
     /// and the plugin's own timeout.
     pub deadline: Option<Instant>,
+}
+
+/// The turn a plugin's `agent.spawn-subturn` starts children of.
+#[derive(Clone)]
+pub struct Spawner(pub Arc<dyn SubTurnSpawner>);
+
+impl std::fmt::Debug for Spawner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Spawner")
+    }
 }
 
 impl Plugin {
@@ -38,7 +52,7 @@ impl Plugin {
             &self.name,
             limits,
             Capabilities::Granted(&self.grants),
-            deadline,
+            deadline.clone(),
         )
         .map_err(|e| {
             ToolError::new(
@@ -46,13 +60,18 @@ impl Plugin {
                 format!("plugin '{}' could not start: {e:#}", self.name),
             )
         })?;
+        store.data_mut().spawn = SpawnAccess {
+            plugin: self.name.to_string(),
+            granted: self.grants.spawn_subturn,
+            spawner: ctx.spawner.as_ref().map(|s| s.0.clone()),
+        };
         let wit_ctx = wit::CallContext {
             session_key: ctx.session_key.clone(),
             turn_id: ctx.turn_id.clone(),
             parent_turn_id: ctx.parent_turn_id.clone(),
             depth: ctx.depth,
             call_id: ctx.call_id.clone(),
-            deadline_ms: unix_ms(deadline.at),
+            deadline_ms: unix_ms(deadline.at()),
         };
         let outcome = until_deadline(&mut store, async |store| {
             let instance = self.pre.instantiate_async(&mut *store).await?;

@@ -91,3 +91,21 @@ impl From<wit::PluginError> for ToolError {
         }
     }
 }
+
+impl From<ToolError> for wit::PluginError {
+    fn from(e: ToolError) -> Self {
+        let kind = match e.kind {
+            ErrorKind::InvalidInput => wit::ErrorKind::InvalidInput,
+            ErrorKind::NotFound => wit::ErrorKind::NotFound,
+            ErrorKind::Denied => wit::ErrorKind::Denied,
+            ErrorKind::Timeout => wit::ErrorKind::Timeout,
+            ErrorKind::Upstream => wit::ErrorKind::Upstream,
+            ErrorKind::Internal | ErrorKind::Cancelled => wit::ErrorKind::Internal,
+        };
+        wit::PluginError {
+            kind,
+            message: e.message,
+            retryable: e.retryable,
+        }
+    }
+}

@@ -38,6 +38,9 @@ pub struct GrantsToml {
     pub limits: LimitsToml,
     #[serde(default)]
     pub dirs: Vec<DirToml>,
+    /// May start sub-agents through `agent.spawn-subturn`.
+    #[serde(default)]
+    pub spawn_subturn: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -111,6 +114,8 @@ pub struct Grants {
     pub env: Vec<String>,
     pub dirs: Vec<DirGrant>,
     pub limits: Limits,
+    /// May start sub-agents through `agent.spawn-subturn`.
+    pub spawn_subturn: bool,
     /// The file these came from, if any.
     pub source: Option<PathBuf>,
 }
@@ -204,6 +209,7 @@ impl Grants {
             env: toml.env,
             dirs,
             limits: resolve_limits(&toml.limits).map_err(at)?,
+            spawn_subturn: toml.spawn_subturn,
             source: Some(file.to_path_buf()),
         })
     }

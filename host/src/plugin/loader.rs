@@ -267,7 +267,7 @@ fn check_imports(runtime: &Runtime, component: &Component) -> Result<(), String>
                 .strip_prefix(&ours)
                 .and_then(|rest| rest.split_once('@'))
                 .is_some_and(|(iface, version)| {
-                    matches!(iface, "types" | "log") && version.starts_with("0.1.")
+                    matches!(iface, "types" | "log" | "agent") && version.starts_with("0.1.")
                 })
     };
     let missing: Vec<String> = component
@@ -285,7 +285,7 @@ fn check_imports(runtime: &Runtime, component: &Component) -> Result<(), String>
         ""
     };
     Err(format!(
-        "it imports {}, which this host does not provide{hint}; it provides WASI 0.2 and {WIT_PACKAGE}/log@{WIT_VERSION}",
+        "it imports {}, which this host does not provide{hint}; it provides WASI 0.2, {WIT_PACKAGE}/log@{WIT_VERSION} and {WIT_PACKAGE}/agent@{WIT_VERSION}",
         missing.join(", ")
     ))
 }

@@ -6,7 +6,7 @@
 //! there. Whatever limit a call breaks is recorded here, so the caller can say
 //! which one in plain words instead of "wasm trap".
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -25,12 +25,15 @@ pub struct PluginState {
     pub(super) log: Arc<CallLog>,
     pub(super) deadline: Deadline,
     timed_out: bool,
+    /// What `agent.spawn-subturn` may do in this call.
+    pub(super) spawn: super::spawn::SpawnAccess,
 }
 
-/// When a call is stopped, and which bound set that.
-#[derive(Debug, Clone, Copy)]
+/// When a call is stopped, and which bound set that. Clones share the
+/// clock, which stops while the guest waits for a SubTurn.
+#[derive(Debug, Clone)]
 pub struct Deadline {
-    pub at: Instant,
+    clock: Arc<Mutex<Clock>>,
     /// The time the call was given.
     pub timeout: Duration,
     /// Whether an outer deadline (the turn's) was earlier than the plugin's
@@ -38,21 +41,57 @@ pub struct Deadline {
     pub from_turn: bool,
 }
 
+#[derive(Debug)]
+struct Clock {
+    at: Instant,
+    paused_since: Option<Instant>,
+}
+
 impl Deadline {
     /// The earlier of `now + limit` and `outer`.
     pub fn new(limit: Duration, outer: Option<Instant>) -> Self {
         let now = Instant::now();
-        match outer {
-            Some(outer) if outer < now + limit => Deadline {
-                at: outer,
-                timeout: outer.saturating_duration_since(now),
-                from_turn: true,
-            },
-            _ => Deadline {
-                at: now + limit,
-                timeout: limit,
-                from_turn: false,
-            },
+        let (at, timeout, from_turn) = match outer {
+            Some(outer) if outer < now + limit => {
+                (outer, outer.saturating_duration_since(now), true)
+            }
+            _ => (now + limit, limit, false),
+        };
+        Deadline {
+            clock: Arc::new(Mutex::new(Clock {
+                at,
+                paused_since: None,
+            })),
+            timeout,
+            from_turn,
+        }
+    }
+
+    fn clock(&self) -> std::sync::MutexGuard<'_, Clock> {
+        self.clock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// When the call is stopped; while paused, not before it resumes.
+    pub fn at(&self) -> Instant {
+        let clock = self.clock();
+        match clock.paused_since {
+            Some(since) => clock.at + since.elapsed() + Duration::from_secs(3600),
+            None => clock.at,
+        }
+    }
+
+    /// Stops the clock (the guest waits for the host on something that has
+    /// a time limit of its own).
+    pub fn pause(&self) {
+        let mut clock = self.clock();
+        clock.paused_since.get_or_insert_with(Instant::now);
+    }
+
+    /// Starts the clock again, the pause not counted.
+    pub fn resume(&self) {
+        let mut clock = self.clock();
+        if let Some(since) = clock.paused_since.take() {
+            clock.at += since.elapsed();
         }
     }
 }
@@ -156,13 +195,14 @@ pub fn new_store(
         log,
         deadline,
         timed_out: false,
+        spawn: Default::default(),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut cx| {
         let state = cx.data_mut();
-        if Instant::now() >= state.deadline.at {
+        if Instant::now() >= state.deadline.at() {
             state.timed_out = true;
             return Err(wasmtime::Error::msg("deadline exceeded"));
         }
@@ -180,14 +220,28 @@ pub async fn until_deadline<T>(
     store: &mut Store<PluginState>,
     call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
 ) -> wasmtime::Result<T> {
-    let deadline = store.data().deadline.at;
-    match tokio::time::timeout_at(deadline.into(), call(store)).await {
-        Ok(result) => result,
-        Err(_) => {
-            store.data_mut().timed_out = true;
-            Err(wasmtime::Error::msg("deadline exceeded"))
+    let deadline = store.data().deadline.clone();
+    let result = {
+        let call = call(&mut *store);
+        tokio::pin!(call);
+        loop {
+            // The deadline moves when the clock pauses: look again when it
+            // seems to have passed.
+            let at = deadline.at();
+            tokio::select! {
+                result = &mut call => break Some(result),
+                _ = tokio::time::sleep_until(at.into()) => {
+                    if Instant::now() >= deadline.at() {
+                        break None;
+                    }
+                }
+            }
         }
-    }
+    };
+    result.unwrap_or_else(|| {
+        store.data_mut().timed_out = true;
+        Err(wasmtime::Error::msg("deadline exceeded"))
+    })
 }
 
 /// Caps the linear memory of all memories of one instance together.

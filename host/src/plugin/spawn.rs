@@ -1,0 +1,67 @@
+//! The host side of `agent.spawn-subturn`: a plugin's tool runs a child turn
+//! of the turn that called it, and gets its answer.
+//!
+//! The plugin runtime does not know about turns: the caller hands it a
+//! [`SubTurnSpawner`] with the call (the agent's turn), and the plugin's
+//! grants decide whether the guest may use it. While the guest waits for the
+//! child, its own deadline is paused; the child's timeout bounds the wait.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+
+use super::bindings::wasmclaw::plugin::agent::{Host, SubturnRequest};
+use super::bindings::wasmclaw::plugin::types::PluginError;
+use super::error::{ErrorKind, ToolError};
+use super::sandbox::PluginState;
+use crate::protocol::SubTurnRequest;
+
+/// Runs a child of the turn that made a tool call.
+pub trait SubTurnSpawner: Send + Sync {
+    fn run(&self, request: SubTurnRequest) -> BoxFuture<'static, Result<String, ToolError>>;
+}
+
+/// What one call may do with `agent.spawn-subturn`.
+#[derive(Default, Clone)]
+pub struct SpawnAccess {
+    pub plugin: String,
+    /// The plugin's grants say `spawn_subturn = true`.
+    pub granted: bool,
+    /// The turn that made the call (none outside a turn).
+    pub spawner: Option<Arc<dyn SubTurnSpawner>>,
+}
+
+impl Host for PluginState {
+    async fn spawn_subturn(
+        &mut self,
+        request: SubturnRequest,
+    ) -> wasmtime::Result<Result<String, PluginError>> {
+        let access = &self.spawn;
+        let denied = |message: String| Ok(Err(ToolError::new(ErrorKind::Denied, message).into()));
+        if !access.granted {
+            return denied(format!(
+                "plugin '{}' may not start sub-agents: its grants do not say spawn_subturn = true",
+                access.plugin
+            ));
+        }
+        let Some(spawner) = access.spawner.clone() else {
+            return denied(
+                "there is no turn to start a sub-agent from: the tool was called outside a turn"
+                    .into(),
+            );
+        };
+        let request = SubTurnRequest {
+            task: request.task,
+            label: request.label,
+            model: request.model,
+            tools: request.tools,
+            critical: request.critical,
+            timeout_s: request.timeout_ms.map(|ms| ms as f64 / 1000.0),
+            token_budget: request.token_budget,
+        };
+        self.deadline.pause();
+        let result = spawner.run(request).await;
+        self.deadline.resume();
+        Ok(result.map_err(PluginError::from))
+    }
+}
