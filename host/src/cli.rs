@@ -4,6 +4,7 @@
 mod agent;
 mod chat;
 mod plugins;
+mod turns;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -60,6 +61,15 @@ pub enum Command {
         #[arg(long)]
         live: bool,
     },
+    /// The turns of a session, SubTurns under their parents, as recorded.
+    Turns {
+        /// The session key.
+        #[arg(long, value_name = "KEY")]
+        session: String,
+        /// Every field of every turn, as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect, check and call plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
@@ -87,6 +97,7 @@ impl Cli {
                 message,
             } => agent::run(&home, &plugin_dir, &agent, events, &message).await,
             Command::Chat { agent, live } => chat::chat(&home, &plugin_dir, &agent, live).await,
+            Command::Turns { session, json } => turns::list(&home, &session, json).await,
             Command::Plugins(cmd) => cmd.run(&home, &plugin_dir).await,
             Command::CompilePlugin { out } => {
                 let mut bytes = Vec::new();

@@ -501,13 +501,13 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::llm::{FinishReason, ToolCall};
     use crate::plugin::ErrorKind;
     use crate::protocol::{EventBody, ToolCallInfo};
 
-    pub(super) fn turn(
+    pub(crate) fn turn(
         session: &str,
         id: &str,
         status: TurnStatus,

@@ -386,3 +386,67 @@ async fn chat_without_streaming_shows_whole_replies() {
     assert_eq!(lines, ["> Hello there.", "> "], "{out}");
     assert_eq!(fake.requests()[0].body.get("stream"), None);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn turns_lists_a_session_with_its_sub_agents_under_their_parent() {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let home = dir.scratch("home");
+    let fake = FakeModel::start([
+        Reply::tool(
+            "c1",
+            "subagent",
+            json!({"task": "add 2 and 3", "tools": ["add"]}),
+        ),
+        Reply::tool("c2", "add", json!({"a": 2, "b": 3})),
+        Reply::text("5"),
+        Reply::text("The helper says 5."),
+    ])
+    .await;
+    let url = fake.openai_base_url();
+    let plugins = dir.path();
+    let run = [
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "run",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &url,
+        "--session",
+        "tree",
+        "-m",
+        "delegate",
+    ];
+    let (code, out, err) = wasmclaw(&home, &[], &run).await;
+    assert_eq!((code, out.as_str()), (0, "The helper says 5.\n"), "{err}");
+
+    let (code, out, err) = wasmclaw(&home, &[], &["turns", "--session", "tree"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shape: Vec<(usize, Vec<&str>)> = out
+        .lines()
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            (l.len() - l.trim_start().len(), words[1..3].to_vec())
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (0, vec!["completed", "final_answer"]),
+            (2, vec!["completed", "final_answer"]),
+        ],
+        "{out}"
+    );
+    assert!(out.lines().next().unwrap().ends_with("delegate"), "{out}");
+    assert!(
+        out.lines().nth(1).unwrap().ends_with("add 2 and 3"),
+        "{out}"
+    );
+
+    let (code, _, err) = wasmclaw(&home, &[], &["turns", "--session", "nope"]).await;
+    assert_eq!(
+        (code, err.trim()),
+        (1, "error: session 'nope' has no recorded turns")
+    );
+}
