@@ -32,7 +32,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::agent::control::{Closed, TurnControl};
 use crate::agent::turn::Turn;
-use crate::agent::{Agent, FollowUp, TurnOutcome};
+use crate::agent::{Agent, FollowUp};
 use crate::bus::Scope;
 use crate::protocol::{
     Accepted, EventBody, InterruptMode, Op, Policy, Refused, Target, TurnStatus,
@@ -352,35 +352,27 @@ impl Inner {
 
     /// Runs one turn on a task of its own, so a panic inside it ends the turn
     /// in error instead of stopping the session.
-    async fn run(&self, turn: &Arc<TurnControl>, input: &str) -> Option<TurnOutcome> {
+    async fn run(&self, turn: &Arc<TurnControl>, input: &str) {
         let agent = self.agent.clone();
         let (control, text) = (turn.clone(), input.to_string());
         let task = tokio::spawn(async move { Turn::new(agent, control).run(&text).await });
-        match task.await {
-            Ok(outcome) => Some(outcome),
-            Err(e) => {
-                tracing::error!(turn = %turn.id, "the turn panicked: {e}");
-                for result in turn.end(&self.agent.bus) {
-                    crate::agent::subturn::orphan(&self.agent, turn, result);
-                }
-                let scope = Scope {
-                    session: Some(turn.session.clone()),
-                    turn_id: Some(turn.id.clone()),
-                    parent_turn_id: None,
-                };
-                self.agent.bus.publish(
-                    &scope,
-                    EventBody::TurnEnd {
-                        status: TurnStatus::Error,
-                        reason: format!("the turn failed inside the host: {e}"),
-                        iterations: 0,
-                        usage: Default::default(),
-                        answer: None,
-                    },
-                );
-                None
-            }
+        let Err(e) = task.await else {
+            return;
+        };
+        tracing::error!(turn = %turn.id, "the turn panicked: {e}");
+        for result in turn.end(&self.agent.bus) {
+            crate::agent::subturn::orphan(&self.agent, turn, result);
         }
+        self.agent.bus.publish(
+            &turn.scope(),
+            EventBody::TurnEnd {
+                status: TurnStatus::Error,
+                reason: format!("the turn failed inside the host: {e}"),
+                iterations: 0,
+                usage: Default::default(),
+                answer: None,
+            },
+        );
     }
 
     fn interrupt(&self, target: &Target, mode: InterruptMode) -> Result<Accepted, Refused> {
