@@ -11,7 +11,7 @@ cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml 
 home="$PWD/target/demo"
 rm -rf "$home"
 mkdir -p "$home/plugins" "$home/workspace"
-for p in calculator files text time; do
+for p in calculator files research text time; do
   cp "target/guests/wasm32-wasip2/release/$p.wasm" "plugins/$p/$p.toml" "$home/plugins/"
 done
 export WASMCLAW_HOME="$home"
@@ -29,6 +29,11 @@ printf '\n\033[1m$ wasmclaw run --events --session demo -m "Plan the garden part
 
 printf '\n\033[1m# The same, as a chat: text streams, tool calls show as they run\033[0m\n'
 printf '%s\n' "Plan the garden party again, please" "thanks!" | ./target/release/wasmclaw chat --session demo-chat || true
+
+printf '\n\033[1m# Sub-agents: a subagent call with one tool, and the research plugin starting two through agent.spawn-subturn\033[0m\n'
+printf '\n\033[1m$ wasmclaw run --session demo-sub -m "Use sub-agents ..."\033[0m\n'
+./target/release/wasmclaw run --session demo-sub -m "Use sub-agents to check the party dates and budget" || true
+step turns --session demo-sub
 
 printf '\n\033[1m# Single tool calls\033[0m\n'
 step plugins call calculate '{"expression":"(1 + 2) * 3 ^ 2 - sqrt(16)"}'

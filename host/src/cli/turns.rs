@@ -49,12 +49,13 @@ pub fn tree(turns: &[TurnRecord]) -> Vec<String> {
         .unwrap_or_default();
     while let Some((turn, depth)) = stack.pop() {
         lines.push(format!(
-            "{}{} {} {} ({} iterations, {} tokens) {}",
+            "{}{} {} {} ({} iteration{}, {} tokens) {}",
             "  ".repeat(depth),
             turn.id,
             turn.status.as_str(),
             turn.reason,
             turn.iterations,
+            if turn.iterations == 1 { "" } else { "s" },
             turn.usage.input_tokens + turn.usage.output_tokens,
             snippet(&turn.input.replace('\n', " "), 60),
         ));
