@@ -28,6 +28,7 @@ lint: test
 	cargo clippy $(GUESTS) --manifest-path plugins/Cargo.toml -- -D warnings
 	cargo clippy $(GUESTS) --manifest-path tests/fixtures/Cargo.toml -- -D warnings
 
-# Benchmarks: tables on stdout, figures in target/bench/{runtime,turns}.json.
+# Benchmarks: tables on stdout, figures in
+# target/bench/{runtime,turns,scheduler,subturns}.json.
 bench: setup
-	cargo bench -p wasmclaw-tests --bench runtime --bench turns
+	cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns
