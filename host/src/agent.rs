@@ -22,9 +22,9 @@ use tokio::sync::Semaphore;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::bus::{EventBus, Scope};
-use crate::llm::{Chain, Usage};
+use crate::llm::{Chain, ToolDef, Usage};
 use crate::plugin::Plugins;
-use crate::plugin::catalog::PluginChange;
+use crate::plugin::catalog::{Catalog, PluginChange};
 use crate::plugin::watch::WatchHandle;
 use crate::protocol::{EventBody, TurnStatus};
 use crate::store::Store;
@@ -80,6 +80,8 @@ pub struct Agent {
     /// Where messages for a new turn of a session go (results of SubTurns
     /// whose parent has ended): the scheduler, once one is attached.
     follow_ups: Mutex<Option<UnboundedSender<FollowUp>>>,
+    /// Every tool on offer, built once per plugin set.
+    tool_defs: Mutex<Option<(Arc<Catalog>, Arc<Vec<ToolDef>>)>>,
 }
 
 /// A message that runs as a turn of its own on `session`.
@@ -105,7 +107,33 @@ impl Agent {
             subturn_slots: Arc::new(Semaphore::new(config.subturns.total)),
             config,
             follow_ups: Mutex::new(None),
+            tool_defs: Mutex::new(None),
         }
+    }
+
+    /// Every tool on offer now: the plugins' and the built-in ones (which
+    /// take precedence over a plugin tool of the same name).
+    pub fn tool_defs(&self) -> Arc<Vec<ToolDef>> {
+        let catalog = self.plugins.catalog();
+        let mut cache = self.tool_defs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((built_for, defs)) = &*cache
+            && Arc::ptr_eq(built_for, &catalog)
+        {
+            return defs.clone();
+        }
+        let builtins = subturn::builtin_tools();
+        let from_plugins = catalog.tools().into_iter().map(|t| ToolDef {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t.input_schema.clone(),
+        });
+        let defs: Vec<ToolDef> = from_plugins
+            .filter(|t| !builtins.iter().any(|b| b.name == t.name))
+            .chain(builtins.iter().cloned())
+            .collect();
+        let defs = Arc::new(defs);
+        *cache = Some((catalog, defs.clone()));
+        defs
     }
 
     /// Sends follow-up turns to `sink` (the scheduler that runs this

@@ -142,6 +142,10 @@ pub struct SessionInfo {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    /// One piece of work on the blocking pool at a time: the others wait on
+    /// the async side instead of each holding a pool thread that waits for
+    /// the connection (hundreds of threads under many sessions).
+    gate: Arc<tokio::sync::Semaphore>,
 }
 
 impl fmt::Debug for Store {
@@ -187,6 +191,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", true)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
+            gate: Arc::new(tokio::sync::Semaphore::new(1)),
         })
     }
 
@@ -195,6 +200,7 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        let _turn = self.gate.acquire().await.expect("the gate is never closed");
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || f(&mut lock(&conn)))
             .await

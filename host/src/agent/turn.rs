@@ -72,25 +72,26 @@ impl TurnSpec {
         self.tools.as_ref().is_none_or(|t| t.contains(tool))
     }
 
-    /// The tools on offer now: the plugins' (they may have been added or
-    /// removed since the last iteration) and the built-in ones, as allowed.
-    pub fn tool_defs(&self, agent: &Agent) -> Vec<ToolDef> {
-        let builtins = subturn::builtin_tools();
-        let plugins = agent.plugins.catalog();
-        let from_plugins = plugins.tools().into_iter().map(|t| ToolDef {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.input_schema.clone(),
-        });
-        from_plugins
-            .filter(|t| !builtins.iter().any(|b| b.name == t.name))
-            .chain(builtins.iter().cloned())
-            .filter(|t| self.allows(&t.name))
-            .collect()
+    /// The tools on offer now (plugins may have been added or removed since
+    /// the last iteration), as allowed.
+    pub fn tool_defs(&self, agent: &Agent) -> Arc<Vec<ToolDef>> {
+        let all = agent.tool_defs();
+        match &self.tools {
+            None => all,
+            Some(_) => Arc::new(
+                all.iter()
+                    .filter(|t| self.allows(&t.name))
+                    .cloned()
+                    .collect(),
+            ),
+        }
     }
 
     pub fn tool_names(&self, agent: &Agent) -> BTreeSet<String> {
-        self.tool_defs(agent).into_iter().map(|t| t.name).collect()
+        self.tool_defs(agent)
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
     }
 }
 

@@ -503,11 +503,11 @@ mod tests {
                 result("t2", "no such file", true),
                 Message::user("thanks"),
             ],
-            tools: vec![ToolDef {
+            tools: std::sync::Arc::new(vec![ToolDef {
                 name: "read".into(),
                 description: "Read a file".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]),
             tool_choice: ToolChoice::Required,
             max_tokens: None,
             model: None,

@@ -414,11 +414,11 @@ mod tests {
                     is_error: true,
                 },
             ],
-            tools: vec![ToolDef {
+            tools: std::sync::Arc::new(vec![ToolDef {
                 name: "weather".into(),
                 description: "Current weather".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]),
             tool_choice: ToolChoice::Required,
             max_tokens: Some(100),
             model: None,

@@ -78,7 +78,9 @@ pub enum ToolChoice {
 pub struct ChatRequest {
     /// The conversation; a leading `System` message is the system prompt.
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolDef>,
+    /// Shared: the same list is offered on every call until the plugins
+    /// change.
+    pub tools: std::sync::Arc<Vec<ToolDef>>,
     pub tool_choice: ToolChoice,
     /// Most tokens in the reply; providers that require a value use 4096.
     pub max_tokens: Option<u32>,
