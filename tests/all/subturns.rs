@@ -979,3 +979,65 @@ async fn a_plugin_without_the_grant_cannot_start_sub_agents() {
     );
     assert!(!seen.iter().any(|e| e.body.kind() == "subturn_spawn"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_spawn_arguments_are_tool_errors_and_start_nothing() {
+    let fake = fake_model(|c| match c.tool_results().len() {
+        0 => calls(vec![
+            call("h1", "subagent", json!({"task": "x", "timeout_s": 1e300})),
+            call("h2", "spawn", json!({"task": "x", "timeout_s": -1})),
+            call("h3", "subagent", json!({"task": "x", "bogus": 1})),
+            call("h4", "subagent", json!({"task": 5})),
+            call("h5", "spawn", json!({"task": "   "})),
+            call("h6", "subagent", json!({"task": "x", "token_budget": 0})),
+        ]),
+        _ => Reply::text(c.tool_results().join("\n")),
+    })
+    .await;
+    let Setup {
+        scheduler,
+        mut events,
+        ..
+    } = setup(&fake, SubTurnLimits::default()).await;
+    scheduler.submit(message("s", "go")).unwrap();
+    idle(&scheduler).await;
+    let seen = drain(&mut events);
+    assert!(!seen.iter().any(|e| e.body.kind() == "subturn_spawn"));
+    let last = seen
+        .iter()
+        .rev()
+        .find(|e| e.body.kind() == "turn_end")
+        .unwrap();
+    let EventBody::TurnEnd {
+        status: TurnStatus::Completed,
+        answer: Some(answer),
+        ..
+    } = &last.body
+    else {
+        panic!("{last:?}")
+    };
+    let lines: Vec<&str> = answer.lines().collect();
+    assert_eq!(
+        lines[0],
+        "error (invalid-input): timeout_s: expected a number of seconds above 0 and at most 86400"
+    );
+    assert_eq!(
+        lines[1],
+        "error (invalid-input): timeout_s: expected a number of seconds above 0 and at most 86400"
+    );
+    assert!(
+        lines[2]
+            .starts_with("error (invalid-input): arguments of 'subagent': unknown field `bogus`"),
+        "{}",
+        lines[2]
+    );
+    assert!(lines[3].starts_with("error (invalid-input): arguments of 'subagent': invalid type: integer `5`, expected a string"), "{}", lines[3]);
+    assert_eq!(
+        lines[4],
+        "error (invalid-input): task: must say what the sub-agent should do"
+    );
+    assert_eq!(
+        lines[5],
+        "error (invalid-input): token_budget: expected at least 1"
+    );
+}

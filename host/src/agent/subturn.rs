@@ -31,6 +31,9 @@ use crate::plugin::spawn::SubTurnSpawner;
 use crate::plugin::{ErrorKind, ToolError};
 use crate::protocol::{Delivery, EventBody, SpawnMode, SubTurnRequest, TurnStatus};
 
+/// The longest timeout a child may ask for: a day.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
 pub const SUBAGENT: &str = "subagent";
 pub const SPAWN: &str = "spawn";
 
@@ -71,7 +74,7 @@ pub fn builtin_tools() -> Vec<ToolDef> {
             "model": {"type": "string", "description": "Another model of the same provider."},
             "tools": {"type": "array", "items": {"type": "string"}, "description": "The tools it may use: a subset of yours (default: all)."},
             "critical": {"type": "boolean", "description": "Finish even if this turn ends early."},
-            "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
             "token_budget": {"type": "integer", "minimum": 1}
         },
         "required": ["task"],
@@ -229,12 +232,13 @@ impl Parent {
                 Some(Arc::new(names.iter().cloned().collect::<BTreeSet<_>>()))
             }
         };
+        let max = MAX_TIMEOUT.as_secs();
         let timeout = match request.timeout_s {
             None => self.agent.config.subturns.default_timeout,
-            Some(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
-            Some(s) => {
+            Some(s) if s > 0.0 && s <= max as f64 => Duration::from_secs_f64(s),
+            Some(_) => {
                 return Err(invalid(format!(
-                    "timeout_s: expected a positive number of seconds, got {s}"
+                    "timeout_s: expected a number of seconds above 0 and at most {max}"
                 )));
             }
         };
