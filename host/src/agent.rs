@@ -19,7 +19,6 @@ pub mod turn;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::bus::{EventBus, Scope};
 use crate::llm::{Chain, ToolDef, Usage};
@@ -77,18 +76,22 @@ pub struct Agent {
     pub(crate) config: AgentConfig,
     /// Places for SubTurns alive at once, host-wide.
     pub(crate) subturn_slots: Arc<Semaphore>,
-    /// Where messages for a new turn of a session go (results of SubTurns
-    /// whose parent has ended): the scheduler, once one is attached.
-    follow_ups: Mutex<Option<UnboundedSender<FollowUp>>>,
+    /// Whoever runs the sessions (the scheduler), told about follow-up
+    /// turns and SubTurns.
+    sessions: Mutex<Option<Arc<dyn SessionHooks>>>,
     /// Every tool on offer, built once per plugin set.
     tool_defs: Mutex<Option<(Arc<Catalog>, Arc<Vec<ToolDef>>)>>,
 }
 
-/// A message that runs as a turn of its own on `session`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FollowUp {
-    pub session: String,
-    pub content: String,
+/// What the agent tells whoever runs its sessions (the scheduler). Called
+/// with no lock held.
+pub trait SessionHooks: Send + Sync {
+    /// `content` runs as a turn of its own on `session` (the result of a
+    /// SubTurn whose parent has ended).
+    fn follow_up(&self, session: &str, content: String);
+    /// A SubTurn of `session` started: the session is not idle until it ends.
+    fn subturn_started(&self, session: &str);
+    fn subturn_ended(&self, session: &str);
 }
 
 impl Agent {
@@ -106,7 +109,7 @@ impl Agent {
             store,
             subturn_slots: Arc::new(Semaphore::new(config.subturns.total)),
             config,
-            follow_ups: Mutex::new(None),
+            sessions: Mutex::new(None),
             tool_defs: Mutex::new(None),
         }
     }
@@ -136,30 +139,40 @@ impl Agent {
         defs
     }
 
-    /// Sends follow-up turns to `sink` (the scheduler that runs this
-    /// agent's turns; the last one set).
-    pub fn set_follow_up_sink(&self, sink: UnboundedSender<FollowUp>) {
-        *self.follow_ups.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+    /// Tells `hooks` (the scheduler that runs this agent's turns; the last
+    /// one set) about follow-ups and SubTurns.
+    pub fn set_session_hooks(&self, hooks: Arc<dyn SessionHooks>) {
+        *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = Some(hooks);
     }
 
-    /// Queues `content` as a turn of its own on `session`. Without a
-    /// scheduler there is no one to run it: it is logged.
+    fn hooks(&self) -> Option<Arc<dyn SessionHooks>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Runs `content` as a turn of its own on `session`. Without a scheduler
+    /// there is no one to run it: it is logged.
     pub(crate) fn follow_up(&self, session: &str, content: String) {
-        let follow_up = FollowUp {
-            session: session.to_string(),
-            content,
-        };
-        let sink = self.follow_ups.lock().unwrap_or_else(|e| e.into_inner());
-        let sent = match &*sink {
-            Some(sink) => sink.send(follow_up),
-            None => Err(tokio::sync::mpsc::error::SendError(follow_up)),
-        };
-        if let Err(unsent) = sent {
-            tracing::warn!(
+        match self.hooks() {
+            Some(hooks) => hooks.follow_up(session, content),
+            None => tracing::warn!(
                 session,
-                "no scheduler runs follow-up turns; dropped: {}",
-                unsent.0.content
-            );
+                "no scheduler runs follow-up turns; dropped: {content}"
+            ),
+        }
+    }
+
+    pub(crate) fn subturn_started(&self, session: &str) {
+        if let Some(hooks) = self.hooks() {
+            hooks.subturn_started(session);
+        }
+    }
+
+    pub(crate) fn subturn_ended(&self, session: &str) {
+        if let Some(hooks) = self.hooks() {
+            hooks.subturn_ended(session);
         }
     }
 

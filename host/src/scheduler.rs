@@ -32,11 +32,9 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::agent::control::{Closed, TurnControl};
 use crate::agent::turn::Turn;
-use crate::agent::{Agent, FollowUp};
+use crate::agent::{Agent, SessionHooks};
 use crate::bus::Scope;
-use crate::protocol::{
-    Accepted, EventBody, InterruptMode, Op, Policy, Refused, Target, TurnStatus,
-};
+use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Policy, Refused, Target};
 
 /// Limits of the scheduler.
 #[derive(Debug, Clone)]
@@ -74,7 +72,7 @@ struct Inner {
     slots: Semaphore,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     turns: Mutex<HashMap<String, Arc<TurnControl>>>,
-    /// Sessions with a turn running or waiting.
+    /// Sessions that are not idle.
     busy: AtomicUsize,
     /// Notified whenever a session becomes idle.
     went_idle: Notify,
@@ -90,6 +88,9 @@ struct SessionState {
     policy: Policy,
     /// A task runs this session's turns.
     busy: bool,
+    /// SubTurns of this session still running (their results may start
+    /// turns).
+    subturns: usize,
     /// The turn that takes steering and interrupts, until it ends.
     active: Option<Arc<TurnControl>>,
     /// Follow-up messages, each a turn of its own, in order.
@@ -108,6 +109,13 @@ impl Session {
     }
 }
 
+impl SessionState {
+    /// No turn running or waiting, and no SubTurn running.
+    fn idle(&self) -> bool {
+        !self.busy && self.subturns == 0
+    }
+}
+
 impl Scheduler {
     /// Runs `agent`'s turns from now on, and the follow-up turns it asks
     /// for (results of SubTurns whose parent had ended). Must be called
@@ -122,18 +130,9 @@ impl Scheduler {
             busy: AtomicUsize::new(0),
             went_idle: Notify::new(),
         });
-        let (sink, mut follow_ups) = tokio::sync::mpsc::unbounded_channel::<FollowUp>();
-        inner.agent.set_follow_up_sink(sink);
-        let weak = Arc::downgrade(&inner);
-        tokio::spawn(async move {
-            while let Some(follow_up) = follow_ups.recv().await {
-                let Some(inner) = weak.upgrade() else {
-                    tracing::warn!(session = %follow_up.session, "the scheduler is gone; follow-up dropped: {}", follow_up.content);
-                    continue;
-                };
-                inner.follow_up(follow_up);
-            }
-        });
+        inner
+            .agent
+            .set_session_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
         Scheduler { inner }
     }
 
@@ -162,19 +161,21 @@ impl Scheduler {
         state.active.as_ref().map(|turn| turn.id.clone())
     }
 
-    /// Whether `session` has a turn running or waiting.
+    /// Whether `session` has a turn running or waiting, or a SubTurn
+    /// running.
     pub fn is_busy(&self, session: &str) -> bool {
         lock(&self.inner.sessions)
             .get(session)
-            .is_some_and(|s| s.state().busy)
+            .is_some_and(|s| !s.state().idle())
     }
 
-    /// Waits until `session` has no turn running or waiting.
+    /// Waits until `session` has no turn running or waiting and no SubTurn
+    /// running.
     pub async fn until_idle(&self, session: &str) {
         self.wait_for(|| !self.is_busy(session)).await
     }
 
-    /// Waits until no session has a turn running or waiting.
+    /// Waits until every session is idle.
     pub async fn until_all_idle(&self) {
         self.wait_for(|| self.inner.busy.load(Ordering::SeqCst) == 0)
             .await
@@ -266,29 +267,59 @@ impl Inner {
     /// A message that runs as a turn of its own, whatever the session's
     /// policy and queue limit (it was accepted elsewhere: a SubTurn's
     /// result).
-    fn follow_up(self: &Arc<Self>, follow_up: FollowUp) {
-        let Ok(session) = self.session(&follow_up.session) else {
+    fn follow_up(self: &Arc<Self>, key: &str, content: String) {
+        let Ok(session) = self.session(key) else {
             return;
         };
         let mut state = session.state();
         if state.busy {
-            state.queue.push_back(follow_up.content.clone());
+            state.queue.push_back(content.clone());
             let position = state.queue.len();
-            self.queued(&session, follow_up.content, position);
+            self.queued(&session, content, position);
             return;
         }
-        self.start(session.clone(), &mut state, follow_up.content);
+        self.start(session.clone(), &mut state, content);
     }
 
-    /// Starts a turn on an idle session.
+    /// `state` changed from `was_idle`: keeps the count of busy sessions,
+    /// and wakes those waiting for idleness.
+    fn track(&self, was_idle: bool, state: &SessionState) {
+        match (was_idle, state.idle()) {
+            (true, false) => {
+                self.busy.fetch_add(1, Ordering::SeqCst);
+            }
+            (false, true) => {
+                self.busy.fetch_sub(1, Ordering::SeqCst);
+                self.went_idle.notify_waiters();
+            }
+            _ => {}
+        }
+    }
+
+    fn subturns_changed(&self, key: &str, started: bool) {
+        let Ok(session) = self.session(key) else {
+            return;
+        };
+        let mut state = session.state();
+        let was_idle = state.idle();
+        if started {
+            state.subturns += 1;
+        } else {
+            state.subturns = state.subturns.saturating_sub(1);
+        }
+        self.track(was_idle, &state);
+    }
+
+    /// Starts a turn on a session with none running.
     fn start(
         self: &Arc<Self>,
         session: Arc<Session>,
         state: &mut SessionState,
         input: String,
     ) -> String {
+        let was_idle = state.idle();
         state.busy = true;
-        self.busy.fetch_add(1, Ordering::SeqCst);
+        self.track(was_idle, state);
         let turn = self.new_turn(&session, state);
         let turn_id = turn.id.clone();
         tokio::spawn(self.clone().drive(session, turn, input));
@@ -327,7 +358,12 @@ impl Inner {
     ) {
         loop {
             {
-                let _slot = self.slots.acquire().await.expect("never closed");
+                // A turn stopped while it waits for a slot runs at once (and
+                // ends at once, aborted).
+                let _slot = tokio::select! {
+                    slot = self.slots.acquire() => Some(slot.expect("never closed")),
+                    _ = turn.cancelled().cancelled() => None,
+                };
                 self.run(&turn, &input).await;
             }
             lock(&self.turns).remove(&turn.id);
@@ -340,9 +376,7 @@ impl Inner {
             state.active = None;
             let Some(next) = state.queue.pop_front() else {
                 state.busy = false;
-                drop(state);
-                self.busy.fetch_sub(1, Ordering::SeqCst);
-                self.went_idle.notify_waiters();
+                self.track(false, &state);
                 return;
             };
             turn = self.new_turn(&session, &mut state);
@@ -356,23 +390,9 @@ impl Inner {
         let agent = self.agent.clone();
         let (control, text) = (turn.clone(), input.to_string());
         let task = tokio::spawn(async move { Turn::new(agent, control).run(&text).await });
-        let Err(e) = task.await else {
-            return;
-        };
-        tracing::error!(turn = %turn.id, "the turn panicked: {e}");
-        for result in turn.end(&self.agent.bus) {
-            crate::agent::subturn::orphan(&self.agent, turn, result);
+        if let Err(e) = task.await {
+            crate::agent::turn::panicked(&self.agent, turn, &e.to_string());
         }
-        self.agent.bus.publish(
-            &turn.scope(),
-            EventBody::TurnEnd {
-                status: TurnStatus::Error,
-                reason: format!("the turn failed inside the host: {e}"),
-                iterations: 0,
-                usage: Default::default(),
-                answer: None,
-            },
-        );
     }
 
     fn interrupt(&self, target: &Target, mode: InterruptMode) -> Result<Accepted, Refused> {
@@ -413,5 +433,33 @@ impl Inner {
             turn_id: turn.id.clone(),
             discarded,
         })
+    }
+}
+
+/// What the agent tells the scheduler: follow-ups and SubTurns. Weak, so an
+/// agent outliving its scheduler does not keep it alive.
+struct Hooks(std::sync::Weak<Inner>);
+
+impl SessionHooks for Hooks {
+    fn follow_up(&self, session: &str, content: String) {
+        match self.0.upgrade() {
+            Some(inner) => inner.follow_up(session, content),
+            None => tracing::warn!(
+                session,
+                "the scheduler is gone; follow-up dropped: {content}"
+            ),
+        }
+    }
+
+    fn subturn_started(&self, session: &str) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.subturns_changed(session, true);
+        }
+    }
+
+    fn subturn_ended(&self, session: &str) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.subturns_changed(session, false);
+        }
     }
 }

@@ -830,10 +830,11 @@ async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
     } = setup(&fake, config, SchedulerConfig::default()).await;
     scheduler.submit(message("l", "question")).unwrap();
     let mut seen = until(&mut events, LIMIT, is("llm_request")).await;
-    assert!(matches!(
+    // The turn's only (so last) model call has begun: too late to steer.
+    assert_eq!(
         scheduler.submit(message("l", "one more")),
-        Ok(Accepted::Steered { .. })
-    ));
+        Ok(Accepted::Queued { position: 1 })
+    );
     idle(&scheduler).await;
     seen.extend(drain(&mut events));
     let shown: Vec<String> = seen
@@ -852,8 +853,8 @@ async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
         shown,
         [
             "begin question",
-            "end Only answer.",
             "queued one more at 1",
+            "end Only answer.",
             "begin one more",
             "end Next answer.",
         ]

@@ -1041,3 +1041,90 @@ async fn hostile_spawn_arguments_are_tool_errors_and_start_nothing() {
         "error (invalid-input): token_budget: expected at least 1"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_no_child() {
+    let fake = fake_model(|c| match (c.first_user(), c.tool_results().len()) {
+        ("background", 0) => calls(vec![call(
+            "p1",
+            "spawn",
+            json!({"task": "slow job", "critical": true}),
+        )]),
+        // The parent keeps busy while its child works.
+        ("background", 1) => calls(vec![call("p2", "sleep", json!({"ms": 300}))]),
+        ("background", _) => Reply::text("done"),
+        ("slow job", _) => delayed(150, Reply::text("slow job finished")),
+        ("wind down", 0) => calls(vec![call("w1", "sleep", json!({"ms": 300}))]),
+        ("wind down", 1) => calls(vec![call("w2", "subagent", json!({"task": "late"}))]),
+        ("wind down", _) => Reply::text(c.tool_results().last().unwrap().to_string()),
+        other => panic!("unexpected {other:?}"),
+    })
+    .await;
+    let Setup {
+        agent,
+        scheduler,
+        mut events,
+        ..
+    } = setup(&fake, SubTurnLimits::default()).await;
+
+    // The critical child's result would arrive after the hard interrupt.
+    scheduler.submit(message("h", "background")).unwrap();
+    until(
+        &mut events,
+        LIMIT,
+        |e| matches!(&e.body, EventBody::ToolCallBegin { tool, .. } if tool == "sleep"),
+    )
+    .await;
+    let op = Op::Interrupt {
+        target: Target::Session("h".into()),
+        mode: InterruptMode::Hard,
+    };
+    assert!(matches!(
+        scheduler.submit(op),
+        Ok(Accepted::Interrupted { .. })
+    ));
+    idle(&scheduler).await;
+    let seen = drain(&mut events);
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e.body.kind(), "subturn_orphan" | "subturn_delivered")),
+        "{:?}",
+        seen.iter().map(|e| e.body.kind()).collect::<Vec<_>>()
+    );
+    let begins = seen
+        .iter()
+        .filter(|e| e.body.kind() == "turn_begin" && e.parent_turn_id.is_none())
+        .count();
+    assert_eq!(begins, 0, "no follow-up turn");
+    assert_eq!(agent.store().history("h").await.unwrap(), vec![]);
+
+    // A graceful interrupt while a tool runs: the next model call has no
+    // tools, and a model that asks for a sub-agent anyway gets none.
+    let Accepted::Started { turn_id } = scheduler.submit(message("w", "wind down")).unwrap() else {
+        panic!()
+    };
+    until(&mut events, LIMIT, |e| e.body.kind() == "tool_call_begin").await;
+    let op = Op::Interrupt {
+        target: Target::Turn(turn_id),
+        mode: InterruptMode::Graceful,
+    };
+    scheduler.submit(op).unwrap();
+    idle(&scheduler).await;
+    let seen = drain(&mut events);
+    assert!(!seen.iter().any(|e| e.body.kind() == "subturn_spawn"));
+    let skipped: Vec<&str> = seen
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ToolCallSkipped { tool, reason, .. } => {
+                Some((tool.as_str(), reason.as_str()))
+            }
+            _ => None,
+        })
+        .map(|(tool, reason)| {
+            assert_eq!(reason, "the user interrupted the turn");
+            tool
+        })
+        .collect();
+    assert_eq!(skipped, ["subagent"]);
+}

@@ -44,6 +44,8 @@ struct State {
     /// Results of asynchronous children, not yet taken in.
     results: Vec<ChildResult>,
     graceful: bool,
+    /// The turn's last model call has begun: steering would come too late.
+    steering_closed: bool,
     children: Vec<Weak<TurnControl>>,
 }
 
@@ -110,6 +112,7 @@ impl TurnControl {
                 steering: Vec::new(),
                 results: Vec::new(),
                 graceful: false,
+                steering_closed: false,
                 children: Vec::new(),
             }),
             cancel: CancellationToken::new(),
@@ -186,7 +189,7 @@ impl TurnControl {
     /// Accepts a steering message, to be taken in before the next model call.
     pub fn steer(&self, content: &str) -> Result<(), Closed> {
         let mut state = self.state();
-        if state.phase != Phase::Running {
+        if state.phase != Phase::Running || state.steering_closed {
             return Err(Closed::NoSteering);
         }
         if state.steering.len() >= self.steering_capacity {
@@ -209,6 +212,10 @@ impl TurnControl {
         let mut state = self.state();
         if state.phase == Phase::Ended {
             return Err(Closed::Ended);
+        }
+        if mode == InterruptMode::Graceful && state.phase == Phase::WindingDown {
+            // Already winding down: nothing more to do or say.
+            return Ok(Vec::new());
         }
         let discarded = match mode {
             InterruptMode::Graceful => {
@@ -254,6 +261,12 @@ impl TurnControl {
         (results, steering)
     }
 
+    /// The turn's last model call begins: later messages wait for a turn of
+    /// their own.
+    pub(crate) fn close_steering(&self) {
+        self.state().steering_closed = true;
+    }
+
     /// Whether the turn should make its next model call the last, without
     /// tools.
     pub(crate) fn winding_down(&self) -> bool {
@@ -289,7 +302,7 @@ impl TurnControl {
     }
 
     /// Whether a graceful interrupt reached the turn.
-    pub(crate) fn was_interrupted(&self) -> bool {
+    pub(crate) fn interrupted_gracefully(&self) -> bool {
         self.state().graceful
     }
 
@@ -302,16 +315,17 @@ impl TurnControl {
             state.phase = Phase::Ended;
             std::mem::take(&mut state.results)
         };
-        self.wind_down_children(bus);
+        if !self.cancel.is_cancelled() {
+            // (A hard interrupt has already cancelled them.)
+            self.wind_down_children(bus);
+        }
         undelivered
     }
 
     /// The steering an ended turn never took in, for the scheduler to run as
     /// follow-ups.
     pub fn leftover(&self) -> Vec<String> {
-        let mut state = self.state();
-        debug_assert_eq!(state.phase, Phase::Ended);
-        std::mem::take(&mut state.steering)
+        std::mem::take(&mut self.state().steering)
     }
 }
 
@@ -358,7 +372,7 @@ mod tests {
         turn.steer("pending").unwrap();
         let discarded = turn.interrupt(InterruptMode::Graceful, &bus, Vec::new);
         assert_eq!(discarded, Ok(vec![]));
-        assert!(turn.winding_down() && turn.was_interrupted());
+        assert!(turn.winding_down() && turn.interrupted_gracefully());
         assert_eq!(turn.take_inbox(), (vec![], vec![]));
         assert_eq!(turn.steer("late"), Err(Closed::NoSteering));
         assert_eq!(

@@ -120,7 +120,7 @@ fn invalid(message: String) -> ToolError {
 impl Parent {
     /// Checks `request` against the limits and the parent's tools, then
     /// starts the child on its own task.
-    pub async fn spawn(
+    pub async fn start_child(
         &self,
         request: SubTurnRequest,
         mode: SpawnMode,
@@ -133,12 +133,17 @@ impl Parent {
                 limits.max_depth
             )));
         }
+        if self.control.winding_down() {
+            return Err(denied(
+                "this turn was interrupted and starts no new sub-agents".into(),
+            ));
+        }
         if request.task.trim().is_empty() {
             return Err(invalid(
                 "task: must say what the sub-agent should do".into(),
             ));
         }
-        let spec = self.child_spec(&request)?;
+        let (mut spec, timeout) = self.child_spec(&request)?;
         let place = tokio::time::timeout(
             limits.slot_wait,
             self.control.child_slots.clone().acquire_owned(),
@@ -163,6 +168,9 @@ impl Parent {
                 ))
             })?;
 
+        // The child's time starts now, not before its wait for a place.
+        let deadline = Instant::now() + timeout;
+        spec.deadline = Some(self.spec.deadline.map_or(deadline, |d| d.min(deadline)));
         let child = TurnControl::child(&self.control, request.critical, limits.per_parent);
         let label = request
             .label
@@ -184,10 +192,18 @@ impl Parent {
         );
         let (agent, parent, id) = (self.agent.clone(), self.control.clone(), child.id.clone());
         let (task_text, child_label) = (request.task, label.clone());
+        agent.subturn_started(&child.session);
         let task = tokio::spawn(async move {
-            let outcome = Turn::with_spec(agent.clone(), child.clone(), spec)
-                .run(&task_text)
-                .await;
+            // On a task of its own, so a panic inside ends it in error and
+            // its result is still delivered.
+            let run = tokio::spawn({
+                let (agent, child) = (agent.clone(), child.clone());
+                async move { Turn::with_spec(agent, child, spec).run(&task_text).await }
+            });
+            let outcome = match run.await {
+                Ok(outcome) => outcome,
+                Err(e) => super::turn::panicked(&agent, &child, &e.to_string()),
+            };
             drop((place, slot));
             agent.bus.publish(
                 &parent.scope(),
@@ -201,13 +217,16 @@ impl Parent {
             if mode == SpawnMode::Spawn {
                 deliver_later(&agent, &parent, &child, &child_label, &outcome);
             }
+            // After delivery: an orphan's follow-up turn has started by now,
+            // so the session is never idle in between.
+            agent.subturn_ended(&child.session);
             outcome
         });
         Ok(Spawned { id, label, task })
     }
 
-    /// The child's model, tools, deadline and budget.
-    fn child_spec(&self, request: &SubTurnRequest) -> Result<TurnSpec, ToolError> {
+    /// The child's model, tools and budget, and its timeout.
+    fn child_spec(&self, request: &SubTurnRequest) -> Result<(TurnSpec, Duration), ToolError> {
         let tools = match &request.tools {
             None => self.spec.tools.clone(),
             Some(names) => {
@@ -245,23 +264,28 @@ impl Parent {
         if request.token_budget == Some(0) {
             return Err(invalid("token_budget: expected at least 1".into()));
         }
-        let deadline = Instant::now() + timeout;
-        Ok(TurnSpec {
+        // No child may use more than its parent may.
+        let token_budget = match (request.token_budget, self.spec.token_budget) {
+            (Some(asked), Some(mine)) => Some(asked.min(mine)),
+            (asked, mine) => asked.or(mine),
+        };
+        let spec = TurnSpec {
             model: request
                 .model
                 .clone()
                 .filter(|m| !m.trim().is_empty())
                 .or_else(|| self.spec.model.clone()),
             tools,
-            deadline: Some(self.spec.deadline.map_or(deadline, |d| d.min(deadline))),
-            token_budget: request.token_budget,
-        })
+            deadline: None,
+            token_budget,
+        };
+        Ok((spec, timeout))
     }
 
     /// Runs a child to its end and returns its answer: the `subagent` tool,
     /// and a plugin's `agent.spawn-subturn`.
     pub async fn subagent(&self, request: SubTurnRequest) -> Result<String, ToolError> {
-        let spawned = self.spawn(request, SpawnMode::Subagent).await?;
+        let spawned = self.start_child(request, SpawnMode::Subagent).await?;
         let outcome = spawned.task.await.map_err(|e| {
             ToolError::new(
                 ErrorKind::Internal,
@@ -300,7 +324,7 @@ impl Parent {
     /// The `spawn` tool: starts the child and says how to recognise its
     /// result.
     pub async fn spawn_tool(&self, request: SubTurnRequest) -> Result<String, ToolError> {
-        let spawned = self.spawn(request, SpawnMode::Spawn).await?;
+        let spawned = self.start_child(request, SpawnMode::Spawn).await?;
         Ok(json!({
             "subturn_id": spawned.id,
             "label": spawned.label,
@@ -323,7 +347,8 @@ pub fn call_builtin<'a>(
             .map_err(|e| invalid(format!("arguments of '{tool}': {e}")))?;
         match tool {
             SUBAGENT => parent.subagent(request).await,
-            _ => parent.spawn_tool(request).await,
+            SPAWN => parent.spawn_tool(request).await,
+            other => unreachable!("'{other}' is not a built-in tool"),
         }
     })
 }
@@ -351,8 +376,8 @@ fn deliver_later(
     label: &str,
     outcome: &TurnOutcome,
 ) {
-    if outcome.status == TurnStatus::Aborted && parent.cancelled().is_cancelled() {
-        // Stopped with its parent by a hard interrupt: nothing to deliver.
+    if parent.cancelled().is_cancelled() {
+        // Stopped with its parent: nothing to deliver.
         return;
     }
     let result = ChildResult {
@@ -364,8 +389,13 @@ fn deliver_later(
     }
 }
 
-/// A result whose parent has ended: it runs as a follow-up turn.
+/// A result whose parent has ended: it runs as a follow-up turn, unless
+/// the parent was stopped (a hard interrupt, a timeout): then nothing of its
+/// tree is delivered.
 pub(crate) fn orphan(agent: &Agent, parent: &TurnControl, result: ChildResult) {
+    if parent.cancelled().is_cancelled() {
+        return;
+    }
     agent.bus.publish(
         &parent.scope(),
         EventBody::SubturnOrphan {

@@ -183,7 +183,7 @@ async fn dispatch(parent: &Parent, call: &ToolCall) -> Result<String, ToolError>
             format!("tool '{}' is not among this sub-agent's tools", call.name),
         ));
     }
-    if subturn::builtin_tools().iter().any(|t| t.name == call.name) {
+    if matches!(call.name.as_str(), subturn::SUBAGENT | subturn::SPAWN) {
         return subturn::call_builtin(parent, &call.name, &call.arguments).await;
     }
     let control = &parent.control;

@@ -214,6 +214,11 @@ impl Turn {
         let max = self.agent.config.max_iterations.max(1);
         loop {
             self.iterations += 1;
+            let at_limit = self.iterations == max;
+            if at_limit {
+                // Steering from here on would come too late for this turn.
+                self.control.close_steering();
+            }
             let (results, steering) = self.control.take_inbox();
             for result in results {
                 self.publish(EventBody::SubturnDelivered {
@@ -229,7 +234,6 @@ impl Turn {
                 });
                 messages.push(Message::user(content));
             }
-            let at_limit = self.iterations == max;
             let interrupted = self.control.winding_down();
             let last = at_limit || interrupted;
             let mut request = ChatRequest {
@@ -287,7 +291,7 @@ impl Turn {
                 if !self.control.try_end(!at_limit) {
                     continue;
                 }
-                let reason = if self.control.was_interrupted() {
+                let reason = if self.control.interrupted_gracefully() {
                     "interrupted"
                 } else if at_limit && max > 1 {
                     "max_iterations"
@@ -363,6 +367,10 @@ impl Turn {
 
     /// Writes the turn and its history, then announces its end.
     async fn finish(self, input: &str, result: Result<Answer, Failure>) -> TurnOutcome {
+        if matches!(result, Err(Failure::TimedOut)) {
+            // Its own children go with it.
+            self.control.cancelled().cancel();
+        }
         for result in self.control.end(&self.agent.bus) {
             subturn::orphan(&self.agent, &self.control, result);
         }
@@ -383,16 +391,12 @@ impl Turn {
             Err(Failure::BudgetExceeded(reason)) => {
                 (TurnStatus::BudgetExceeded, reason, None, Vec::new())
             }
-            Err(Failure::TimedOut) => {
-                // Its own children go with it.
-                self.control.cancelled().cancel();
-                (
-                    TurnStatus::TimedOut,
-                    "ran past its timeout".to_string(),
-                    None,
-                    Vec::new(),
-                )
-            }
+            Err(Failure::TimedOut) => (
+                TurnStatus::TimedOut,
+                "ran past its timeout".to_string(),
+                None,
+                Vec::new(),
+            ),
         };
         if self.is_child() {
             // A SubTurn's conversation is its own; only the turn is recorded.
@@ -433,6 +437,33 @@ impl Turn {
         });
         outcome
     }
+}
+
+/// Ends a turn whose task panicked: its children are cancelled, and its
+/// end is published (the store keeps no record: the turn's state is lost).
+pub(crate) fn panicked(agent: &Agent, control: &TurnControl, error: &str) -> TurnOutcome {
+    tracing::error!(turn = %control.id, "the turn panicked: {error}");
+    control.cancelled().cancel();
+    control.end(&agent.bus);
+    let outcome = TurnOutcome {
+        turn_id: control.id.clone(),
+        status: TurnStatus::Error,
+        reason: format!("the turn failed inside the host: {error}"),
+        answer: None,
+        iterations: 0,
+        usage: Usage::default(),
+    };
+    agent.bus.publish(
+        &control.scope(),
+        EventBody::TurnEnd {
+            status: outcome.status,
+            reason: outcome.reason.clone(),
+            iterations: 0,
+            usage: outcome.usage,
+            answer: None,
+        },
+    );
+    outcome
 }
 
 fn now() -> String {

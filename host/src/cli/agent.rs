@@ -128,20 +128,41 @@ pub async fn run(
         bail!("session {session} is busy");
     };
     let mut interrupts = 0;
-    let end = loop {
+    let print = |received: Received| {
+        if let Received::Event(event) = received
+            && events
+        {
+            eprintln!(
+                "{}",
+                serde_json::to_string(&*event).expect("events serialize")
+            );
+        }
+    };
+    // The turn's end, then the session idle: its SubTurns (and the turns
+    // their late results start) finish before the host does.
+    let mut end = None;
+    loop {
         tokio::select! {
+            biased;
             Some(received) = sub.recv() => {
-                let Received::Event(event) = received else { continue };
-                if events {
-                    eprintln!("{}", serde_json::to_string(&*event).expect("events serialize"));
-                }
-                if let EventBody::TurnEnd { status, reason, answer, .. } = &event.body
+                if let Received::Event(event) = &received
+                    && let EventBody::TurnEnd { status, reason, answer, .. } = &event.body
                     && event.turn_id.as_deref() == Some(turn_id.as_str())
                 {
-                    break (*status, reason.clone(), answer.clone());
+                    end = Some((*status, reason.clone(), answer.clone()));
                 }
+                print(received);
+            }
+            _ = scheduler.until_idle(&session), if end.is_some() => {
+                while let Some(received) = sub.try_recv() {
+                    print(received);
+                }
+                break;
             }
             _ = ctrl_c.recv() => {
+                if end.is_some() {
+                    break;
+                }
                 interrupts += 1;
                 let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
                 let target = Target::Turn(turn_id.clone());
@@ -150,7 +171,8 @@ pub async fn run(
                 }
             }
         }
-    };
+    }
+    let end = end.expect("the loop ends after the turn's end");
     log.flush(agent.bus().last_seq()).await;
     match end {
         (TurnStatus::Completed, _, answer) => {

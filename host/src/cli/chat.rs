@@ -66,7 +66,16 @@ pub async fn chat(
     loop {
         tokio::select! {
             biased;
-            Some(received) = events.recv() => screen.show(received),
+            Some(received) = events.recv() => {
+                // A turn that started by itself (a late sub-agent's result).
+                if let Received::Event(event) = &received
+                    && matches!(event.body, EventBody::TurnBegin { .. })
+                    && event.parent_turn_id.is_none()
+                {
+                    busy = true;
+                }
+                screen.show(received);
+            }
             _ = scheduler.until_idle(&session), if busy => {
                 // Everything the turns published is queued by now.
                 while let Some(received) = events.try_recv() {
@@ -127,6 +136,8 @@ pub async fn chat(
 /// What the terminal shows, and where its cursor is.
 #[derive(Default)]
 struct Screen {
+    /// Labels of the sub-agents started, by id.
+    labels: std::collections::HashMap<String, String>,
     /// A line of streamed text is open.
     mid_line: bool,
     /// The current model call streamed its text (not with --no-stream).
@@ -161,7 +172,23 @@ impl Screen {
                 return self.note(&format!("{n} events not shown: the terminal fell behind"));
             }
         };
+        if event.parent_turn_id.is_some() {
+            // A sub-agent's own work: shown by its start and end.
+            return;
+        }
         match &event.body {
+            EventBody::SubturnSpawn {
+                subturn_id, label, ..
+            } => {
+                self.labels.insert(subturn_id.clone(), label.clone());
+                self.note(&format!("sub-agent '{label}' started"));
+            }
+            EventBody::SubturnEnd {
+                subturn_id, status, ..
+            } => {
+                let label = self.labels.remove(subturn_id).unwrap_or_default();
+                self.note(&format!("sub-agent '{label}' ended {}", status.as_str()));
+            }
             EventBody::LlmRequest { .. } => self.streamed = false,
             EventBody::LlmDelta { text, .. } => {
                 self.streamed = true;

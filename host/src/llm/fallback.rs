@@ -185,7 +185,12 @@ impl Chain {
                 model = name,
                 "model candidate failed {attempt} times; cooling down: {last_error}"
             );
-            *candidate.cooling_until.lock().unwrap() = Some(Instant::now() + self.policy.cooldown);
+            if request.model.is_none() {
+                // Another model of the same provider (a SubTurn's) failing
+                // says little about the candidate's own.
+                *candidate.cooling_until.lock().unwrap() =
+                    Some(Instant::now() + self.policy.cooldown);
+            }
             failures.push(format!("{last_error} (after {attempt} attempts)"));
         }
         Err(match failures.as_slice() {

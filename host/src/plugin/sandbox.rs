@@ -29,6 +29,9 @@ pub struct PluginState {
     pub(super) spawn: super::spawn::SpawnAccess,
 }
 
+/// How often a paused deadline is looked at again.
+const PAUSED_CHECK: Duration = Duration::from_millis(20);
+
 /// When a call is stopped, and which bound set that. Clones share the
 /// clock, which stops while the guest waits for a SubTurn.
 #[derive(Debug, Clone)]
@@ -71,11 +74,27 @@ impl Deadline {
         self.clock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// When the call is stopped; while paused, not before it resumes.
+    /// When the call is stopped (as of now: a pause moves it later).
     pub fn at(&self) -> Instant {
         let clock = self.clock();
         match clock.paused_since {
-            Some(since) => clock.at + since.elapsed() + Duration::from_secs(3600),
+            Some(since) => clock.at + since.elapsed(),
+            None => clock.at,
+        }
+    }
+
+    /// Whether the call is past its deadline (never while paused).
+    pub fn passed(&self) -> bool {
+        let clock = self.clock();
+        clock.paused_since.is_none() && Instant::now() >= clock.at
+    }
+
+    /// When to look again: the deadline, or soon while paused (the pause
+    /// may end at any moment).
+    fn next_check(&self) -> Instant {
+        let clock = self.clock();
+        match clock.paused_since {
+            Some(_) => Instant::now() + PAUSED_CHECK,
             None => clock.at,
         }
     }
@@ -202,7 +221,7 @@ pub fn new_store(
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut cx| {
         let state = cx.data_mut();
-        if Instant::now() >= state.deadline.at() {
+        if state.deadline.passed() {
             state.timed_out = true;
             return Err(wasmtime::Error::msg("deadline exceeded"));
         }
@@ -225,13 +244,13 @@ pub async fn until_deadline<T>(
         let call = call(&mut *store);
         tokio::pin!(call);
         loop {
-            // The deadline moves when the clock pauses: look again when it
-            // seems to have passed.
-            let at = deadline.at();
+            // The deadline moves when the clock pauses: look again at the
+            // next check.
+            let next = deadline.next_check();
             tokio::select! {
                 result = &mut call => break Some(result),
-                _ = tokio::time::sleep_until(at.into()) => {
-                    if Instant::now() >= deadline.at() {
+                _ = tokio::time::sleep_until(next.into()) => {
+                    if deadline.passed() {
                         break None;
                     }
                 }
@@ -299,5 +318,32 @@ impl ResourceLimiter for MemoryLimiter {
     ) -> wasmtime::Result<bool> {
         // Bounded by the pool's `table_elements`.
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paused_deadline_never_passes_and_resumes_later_by_the_pause() {
+        let deadline = Deadline::new(Duration::from_millis(20), None);
+        let first = deadline.at();
+        deadline.pause();
+        std::thread::sleep(Duration::from_millis(40));
+        // Past the original deadline, but paused.
+        assert!(!deadline.passed());
+        // While paused it is looked at again soon, not at some far time.
+        assert!(deadline.next_check() <= Instant::now() + PAUSED_CHECK);
+        deadline.resume();
+        let moved = deadline.at();
+        assert!(
+            moved >= first + Duration::from_millis(40),
+            "{moved:?} vs {first:?}"
+        );
+        assert!(!deadline.passed());
+        std::thread::sleep(Duration::from_millis(25));
+        assert!(deadline.passed());
+        assert_eq!(deadline.next_check(), deadline.at());
     }
 }

@@ -56,6 +56,7 @@ impl Host for PluginState {
             model: request.model,
             tools: request.tools,
             critical: request.critical,
+            // Checked with the other arguments (at most a day).
             timeout_s: request.timeout_ms.map(|ms| ms as f64 / 1000.0),
             token_budget: request.token_budget,
         };
