@@ -80,7 +80,13 @@ pub struct Agent {
     /// turns and SubTurns.
     sessions: Mutex<Option<Arc<dyn SessionHooks>>>,
     /// Every tool on offer, built once per plugin set.
-    tool_defs: Mutex<Option<(Arc<Catalog>, Arc<Vec<ToolDef>>)>>,
+    tool_defs: Mutex<Option<BuiltTools>>,
+}
+
+/// The tool list offered to the model, and the plugin set it was built for.
+struct BuiltTools {
+    catalog: Arc<Catalog>,
+    defs: Arc<Vec<ToolDef>>,
 }
 
 /// What the agent tells whoever runs its sessions (the scheduler). Called
@@ -119,10 +125,10 @@ impl Agent {
     pub fn tool_defs(&self) -> Arc<Vec<ToolDef>> {
         let catalog = self.plugins.catalog();
         let mut cache = self.tool_defs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((built_for, defs)) = &*cache
-            && Arc::ptr_eq(built_for, &catalog)
+        if let Some(built) = &*cache
+            && Arc::ptr_eq(&built.catalog, &catalog)
         {
-            return defs.clone();
+            return built.defs.clone();
         }
         let builtins = subturn::builtin_tools();
         let from_plugins = catalog.tools().into_iter().map(|t| ToolDef {
@@ -135,7 +141,10 @@ impl Agent {
             .chain(builtins.iter().cloned())
             .collect();
         let defs = Arc::new(defs);
-        *cache = Some((catalog, defs.clone()));
+        *cache = Some(BuiltTools {
+            catalog,
+            defs: defs.clone(),
+        });
         defs
     }
 

@@ -170,7 +170,7 @@ fn fake_model_child() -> (std::process::Child, String) {
 async fn http_floor(kind: ProviderKind) -> Duration {
     let (mut child, base) = fake_model_child();
     let provider = Provider::new(candidate(kind, base), wasmclaw::llm::http_client()).unwrap();
-    let tools: Vec<ToolDef> = echo_plugins()
+    let tools: Arc<Vec<ToolDef>> = echo_plugins()
         .await
         .catalog()
         .tools()
@@ -180,7 +180,8 @@ async fn http_floor(kind: ProviderKind) -> Duration {
             description: t.description.clone(),
             parameters: t.input_schema.clone(),
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .into();
     let mut cpu_before = Duration::ZERO;
     for i in 0..WARMUP + TURNS {
         if i == WARMUP {

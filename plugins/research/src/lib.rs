@@ -133,7 +133,11 @@ impl Guest for Research {
         }]
     }
 
-    fn call_tool(_ctx: CallContext, name: String, arguments: String) -> Result<String, PluginError> {
+    fn call_tool(
+        _ctx: CallContext,
+        name: String,
+        arguments: String,
+    ) -> Result<String, PluginError> {
         if name != "research" {
             return Err(PluginError {
                 kind: ErrorKind::NotFound,
@@ -158,7 +162,10 @@ impl Guest for Research {
         }
         if parts.iter().all(|(_, p)| p.is_err()) {
             // Denied, or both failed: the first reason is the one to read.
-            let reason = parts.into_iter().find_map(|(_, p)| p.err()).unwrap_or_default();
+            let reason = parts
+                .into_iter()
+                .find_map(|(_, p)| p.err())
+                .unwrap_or_default();
             return Err(PluginError {
                 kind: ErrorKind::Upstream,
                 message: format!("no sub-agent answered: {reason}"),
@@ -194,7 +201,13 @@ mod tests {
         let [analyst, reviewer] = angles("q", None);
         assert_eq!((analyst.tools, reviewer.tools), (None, Some(vec![])));
         assert_eq!(
-            merge("q", &[("analyst", Ok(" 42 ".into())), ("reviewer", Err("timed out".into()))]),
+            merge(
+                "q",
+                &[
+                    ("analyst", Ok(" 42 ".into())),
+                    ("reviewer", Err("timed out".into()))
+                ]
+            ),
             "Research on: q\n\n## analyst\n42\n\n## reviewer\n(no answer: timed out)\n"
         );
     }
