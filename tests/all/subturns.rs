@@ -104,11 +104,17 @@ struct Setup {
     _dir: PluginDir,
 }
 
+/// echo and hostile (which may run for a minute per call).
 async fn setup(fake: &FakeModel, limits: SubTurnLimits) -> Setup {
     let dir = PluginDir::new();
     dir.add("echo");
     dir.add("hostile");
     dir.grants("hostile", "[limits]\ntimeout_ms = 60000\n");
+    setup_in(dir, fake, limits).await
+}
+
+/// An agent over the plugins of `dir`, and its scheduler.
+async fn setup_in(dir: PluginDir, fake: &FakeModel, limits: SubTurnLimits) -> Setup {
     let config = AgentConfig {
         subturns: limits,
         ..AgentConfig::default()
@@ -859,19 +865,7 @@ async fn research_setup(fake: &FakeModel, grants: &str) -> Setup {
     dir.add("echo");
     dir.add("research");
     dir.grants("research", grants);
-    let (agent, events) = agent_with(
-        dir.load().await,
-        vec![openai(fake, "big", true)],
-        Store::open_in_memory().unwrap(),
-        AgentConfig::default(),
-    );
-    let scheduler = Scheduler::new(agent.clone(), SchedulerConfig::default());
-    Setup {
-        agent,
-        scheduler,
-        events,
-        _dir: dir,
-    }
+    setup_in(dir, fake, SubTurnLimits::default()).await
 }
 
 fn research_model() -> impl Fn(&Conversation) -> Reply + Send + Sync + 'static {

@@ -18,9 +18,7 @@
 //! CPU is not the host's; it is shown on a row of its own, since both
 //! processes share the machine's cores.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +30,10 @@ use wasmclaw::protocol::{Accepted, EventBody, Op, TurnStatus};
 use wasmclaw::scheduler::{DEFAULT_MAX_PARALLEL, Scheduler, SchedulerConfig};
 use wasmclaw::store::{EventLog, Store};
 use wasmclaw_tests::PluginDir;
-use wasmclaw_tests::bench::{Row, micros, ms, print_and_save, process_cpu, us};
+use wasmclaw_tests::bench::{
+    FAKE_MODEL_FLAG, Row, fake_model_child, micros, ms, print_and_save, proc_status_kb,
+    process_cpu, serve_fake_model, us,
+};
 use wasmclaw_tests::fake_model::{self, FakeModel, Options, Reply, Responder};
 
 const SESSIONS: usize = 1000;
@@ -44,8 +45,22 @@ const ALL_AT_ONCE: usize = 1024;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--fake-model") {
-        return serve_fake_model();
+    if args.iter().any(|a| a == FAKE_MODEL_FLAG) {
+        // The child: answers every request after 50 ms, with a call of
+        // `add` or, after the tool result, the answer.
+        let responder = Responder::new(|body| {
+            let reply = if fake_model::after_tool_result(body) {
+                Reply::text("The sum is 42.")
+            } else {
+                Reply::tool("c1", "add", json!({"a": 40, "b": 2}))
+            };
+            Reply::Delay(MODEL_DELAY, Box::new(reply))
+        });
+        let options = Options {
+            responder: Some(responder),
+            ..Default::default()
+        };
+        return serve_fake_model(2, options, [], FakeModel::openai_base_url);
     }
     // A socket per running turn, in this process and in the fake model's
     // (which inherits the limit): more than a 1,024 soft limit allows.
@@ -291,17 +306,6 @@ fn cpu_of(pid: u32) -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// A `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`).
-fn proc_status_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kb| kb.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
-}
-
 /// The size of the session store's database file and its write-ahead log.
 fn db_bytes(db: &Path) -> u64 {
     let wal = db.with_extension("db-wal");
@@ -309,21 +313,6 @@ fn db_bytes(db: &Path) -> u64 {
         .iter()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
         .sum()
-}
-
-/// Starts the fake model in a child process; the child and its base URL.
-fn fake_model_child() -> (std::process::Child, String) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .arg("--fake-model")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first_line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first_line)
-        .unwrap();
-    (child, first_line.trim().to_string())
 }
 
 fn candidate(base: String) -> ProviderConfig {
@@ -335,37 +324,4 @@ fn candidate(base: String) -> ProviderConfig {
         stream: true,
         timeout: Duration::from_secs(10),
     }
-}
-
-/// The child: a fake model that answers every request after 50 ms, with a
-/// call of `add` or, after the tool result, the answer; prints its OpenAI
-/// base URL and serves until its stdin closes.
-fn serve_fake_model() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let responder = Responder::new(|body| {
-            let reply = if fake_model::after_tool_result(body) {
-                Reply::text("The sum is 42.")
-            } else {
-                Reply::tool("c1", "add", json!({"a": 40, "b": 2}))
-            };
-            Reply::Delay(MODEL_DELAY, Box::new(reply))
-        });
-        let options = Options {
-            responder: Some(responder),
-            ..Default::default()
-        };
-        let fake = FakeModel::start_with(options, []).await;
-        #[allow(clippy::print_stdout)]
-        {
-            println!("{}", fake.openai_base_url());
-        }
-        tokio::task::spawn_blocking(|| std::io::stdin().lines().count())
-            .await
-            .unwrap();
-    });
 }

@@ -12,8 +12,6 @@
 //!   fake model over HTTP in a child process that waits 20 ms before each
 //!   reply. Wall time, host CPU, peak RSS.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +23,10 @@ use wasmclaw::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use wasmclaw::protocol::{EventBody, TurnStatus};
 use wasmclaw::store::{EventLog, Store};
 use wasmclaw_tests::PluginDir;
-use wasmclaw_tests::bench::{Row, micros, ms, percentile, print_and_save, process_cpu, us};
+use wasmclaw_tests::bench::{
+    FAKE_MODEL_FLAG, Row, fake_model_child, micros, ms, percentile, print_and_save, proc_status_kb,
+    process_cpu, serve_fake_model, us,
+};
 use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder, ToolCallReply};
 
 const WARMUP: usize = 100;
@@ -36,8 +37,12 @@ const MODEL_DELAY: Duration = Duration::from_millis(20);
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--fake-model") {
-        return serve_fake_model();
+    if args.iter().any(|a| a == FAKE_MODEL_FLAG) {
+        let options = Options {
+            responder: Some(Responder::new(respond)),
+            ..Options::default()
+        };
+        return serve_fake_model(2, options, [], FakeModel::openai_base_url);
     }
     // Hundreds of children wait for the model at once, a socket each.
     rlimit::increase_nofile_limit(u64::MAX).expect("raising the open-file limit");
@@ -244,29 +249,6 @@ async fn tree() -> Vec<Row> {
     ]
 }
 
-fn proc_status_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} not in /proc/self/status"))
-}
-
-fn fake_model_child() -> (std::process::Child, String) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .arg("--fake-model")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first_line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first_line)
-        .unwrap();
-    (child, first_line.trim().to_string())
-}
-
 /// The tree's model: a task at level N starts the next level's children;
 /// once their answers are in, it answers.
 fn respond(body: &Value) -> Reply {
@@ -299,26 +281,4 @@ fn respond(body: &Value) -> Reply {
         None => Reply::text("leaf"),
     };
     Reply::Delay(MODEL_DELAY, Box::new(reply))
-}
-
-fn serve_fake_model() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let options = Options {
-            responder: Some(Responder::new(respond)),
-            ..Options::default()
-        };
-        let fake = FakeModel::start_with(options, []).await;
-        #[allow(clippy::print_stdout)]
-        {
-            println!("{}", fake.openai_base_url());
-        }
-        tokio::task::spawn_blocking(|| std::io::stdin().lines().count())
-            .await
-            .unwrap();
-    });
 }

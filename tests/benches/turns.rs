@@ -8,8 +8,6 @@
 //! not the host's; the plugin's time (the calls' own durations) is
 //! subtracted from the process's CPU time.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,16 +20,31 @@ use wasmclaw::llm::{
 use wasmclaw::protocol::EventBody;
 use wasmclaw::store::{EventLog, Store};
 use wasmclaw_tests::PluginDir;
-use wasmclaw_tests::bench::{Row, micros, percentile, print_and_save, process_cpu, us};
-use wasmclaw_tests::fake_model::{FakeModel, Reply};
+use wasmclaw_tests::bench::{
+    FAKE_MODEL_FLAG, Row, fake_model_child, micros, percentile, print_and_save, process_cpu,
+    serve_fake_model, us,
+};
+use wasmclaw_tests::fake_model::{FakeModel, Options, Reply};
 
 const WARMUP: usize = 200;
 const TURNS: usize = 2000;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--fake-model") {
-        return serve_fake_model();
+    if args.iter().any(|a| a == FAKE_MODEL_FLAG) {
+        // The child: enough replies for every turn.
+        let replies = (0..WARMUP + TURNS).flat_map(|_| {
+            [
+                Reply::tool("c1", "add", json!({"a": 40, "b": 2})),
+                Reply::text("The sum is 42."),
+            ]
+        });
+        return serve_fake_model(
+            1,
+            Options::default(),
+            replies,
+            FakeModel::anthropic_base_url,
+        );
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -149,21 +162,6 @@ async fn echo_plugins() -> Arc<wasmclaw::plugin::Plugins> {
     dir.load().await
 }
 
-/// Starts the fake model in a child process; the child and its base URL.
-fn fake_model_child() -> (std::process::Child, String) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .arg("--fake-model")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first_line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first_line)
-        .unwrap();
-    (child, first_line.trim().to_string())
-}
-
 /// The floor under a turn's overhead: the same two streamed model calls
 /// (the second with the tool result), made directly through the provider,
 /// with no turn, events, store or plugin. CPU per pair.
@@ -226,30 +224,4 @@ fn candidate(kind: ProviderKind, base: String) -> ProviderConfig {
         stream: true,
         timeout: Duration::from_secs(10),
     }
-}
-
-/// The child: a fake model with enough replies for every turn; prints its
-/// address and serves until its stdin closes.
-fn serve_fake_model() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let replies = (0..WARMUP + TURNS).flat_map(|_| {
-            [
-                Reply::tool("c1", "add", json!({"a": 40, "b": 2})),
-                Reply::text("The sum is 42."),
-            ]
-        });
-        let fake = FakeModel::start(replies).await;
-        #[allow(clippy::print_stdout)]
-        {
-            println!("{}", fake.anthropic_base_url());
-        }
-        tokio::task::spawn_blocking(|| std::io::stdin().lines().count())
-            .await
-            .unwrap();
-    });
 }

@@ -70,3 +70,59 @@ pub fn print_and_save(name: &str, rows: &[Row]) {
     std::fs::write(&file, serde_json::to_string_pretty(&figures).unwrap()).unwrap();
     println!("\nwritten to {}", file.display());
 }
+
+/// The flag a bench binary is started with to serve the fake model instead.
+pub const FAKE_MODEL_FLAG: &str = "--fake-model";
+
+/// Runs this bench binary again with [`FAKE_MODEL_FLAG`], so the fake model's
+/// CPU is not the host's: the child (it stops when its stdin closes) and the
+/// base URL it printed.
+pub fn fake_model_child() -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .arg(FAKE_MODEL_FLAG)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first_line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
+    (child, first_line.trim().to_string())
+}
+
+/// The child's side: starts the fake model on `workers` threads with
+/// `options` and `replies`, prints the base URL `url` gives, and serves
+/// until stdin closes.
+pub fn serve_fake_model(
+    workers: usize,
+    options: crate::fake_model::Options,
+    replies: impl IntoIterator<Item = crate::fake_model::Reply>,
+    url: fn(&crate::fake_model::FakeModel) -> String,
+) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let fake = crate::fake_model::FakeModel::start_with(options, replies).await;
+        println!("{}", url(&fake));
+        tokio::task::spawn_blocking(|| std::io::stdin().lines().count())
+            .await
+            .unwrap();
+    });
+}
+
+/// A `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`).
+pub fn proc_status_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
