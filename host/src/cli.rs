@@ -4,6 +4,7 @@
 mod agent;
 mod chat;
 mod plugins;
+mod serve;
 mod turns;
 
 use std::io::Read;
@@ -61,6 +62,10 @@ pub enum Command {
         #[arg(long)]
         live: bool,
     },
+    /// The HTTP API: sessions, a live event stream (SSE), OpenAI-compatible
+    /// chat completions, metrics. Stops on SIGINT or SIGTERM, letting
+    /// running turns wind down.
+    Serve(serve::ServeArgs),
     /// The turns of a session, SubTurns under their parents, as recorded.
     Turns {
         /// The session key.
@@ -97,6 +102,7 @@ impl Cli {
                 message,
             } => agent::run(&home, &plugin_dir, &agent, events, &message).await,
             Command::Chat { agent, live } => chat::chat(&home, &plugin_dir, &agent, live).await,
+            Command::Serve(args) => serve::serve(&home, &plugin_dir, &args).await,
             Command::Turns { session, json } => turns::list(&home, &session, json).await,
             Command::Plugins(cmd) => cmd.run(&home, &plugin_dir).await,
             Command::CompilePlugin { out } => {

@@ -42,6 +42,11 @@ impl Home {
     }
 
     /// Where compiled plugin code is cached.
+    /// The HTTP API's bearer token, made at the first `wasmclaw serve`.
+    pub fn api_token(&self) -> PathBuf {
+        self.root.join("api-token")
+    }
+
     pub fn cache_dir(&self) -> PathBuf {
         self.root.join("cache")
     }

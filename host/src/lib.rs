@@ -13,6 +13,8 @@
 //! - [`plugin`]: the plugin runtime: the engine, the compile cache, operator grants,
 //!   loading a plugin directory (and watching it), and running every tool call in a
 //!   fresh, limited instance.
+//! - [`server`]: `wasmclaw serve`, the HTTP API: sessions, an SSE event
+//!   stream, OpenAI-compatible chat completions, metrics.
 //! - [`home`]: where wasmclaw keeps its files (`$WASMCLAW_HOME`, default `~/.wasmclaw`).
 //! - [`cli`]: the `wasmclaw` command line; `main.rs` only parses and dispatches.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -25,4 +27,5 @@ pub mod llm;
 pub mod plugin;
 pub mod protocol;
 pub mod scheduler;
+pub mod server;
 pub mod store;

@@ -56,8 +56,10 @@ pub enum Accepted {
     Steered {
         turn_id: String,
     },
-    /// The message waits as a follow-up turn; 1 is next.
+    /// The message waits as a follow-up turn, which will have this id; 1
+    /// is next.
     Queued {
+        turn_id: String,
         position: usize,
     },
     /// The turn was told to stop. `discarded`: the messages that went with
@@ -83,6 +85,9 @@ pub enum Refused {
     /// The op itself is malformed (an empty session key).
     #[error("{0}")]
     Invalid(String),
+    /// The host is shutting down.
+    #[error("{0}")]
+    Closed(String),
 }
 
 /// Which turn a control operation is for: never "the active turn".
@@ -200,7 +205,7 @@ pub enum EventBody {
         content: String,
     },
     /// A user message that will run as a turn of its own after the current
-    /// one (1 is next). Session-scoped: the turn does not exist yet.
+    /// one (1 is next). `turn_id` is the id that turn will have.
     FollowUpQueued {
         content: String,
         position: usize,

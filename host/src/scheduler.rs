@@ -25,12 +25,12 @@
 //! control, then the turn table. No lock is held across an await.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{Notify, Semaphore};
 
-use crate::agent::control::{Closed, TurnControl};
+use crate::agent::control::{Closed, TurnControl, new_turn_id};
 use crate::agent::turn::Turn;
 use crate::agent::{Agent, SessionHooks};
 use crate::bus::Scope;
@@ -76,6 +76,8 @@ struct Inner {
     busy: AtomicUsize,
     /// Notified whenever a session becomes idle.
     went_idle: Notify,
+    /// Set by [`Scheduler::close`]: no new turn starts.
+    closed: AtomicBool,
 }
 
 struct Session {
@@ -94,7 +96,49 @@ struct SessionState {
     /// The turn that takes steering and interrupts, until it ends.
     active: Option<Arc<TurnControl>>,
     /// Follow-up messages, each a turn of its own, in order.
-    queue: VecDeque<String>,
+    queue: VecDeque<Queued>,
+}
+
+/// A follow-up message and the id its turn will have.
+struct Queued {
+    turn_id: String,
+    content: String,
+}
+
+/// A running turn and its running SubTurns, as [`Scheduler::live_tree`]
+/// shows them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LiveTurn {
+    pub turn_id: String,
+    pub depth: u32,
+    pub critical: bool,
+    /// `running`, `winding_down` or `ending`.
+    pub phase: &'static str,
+    pub children: Vec<LiveTurn>,
+}
+
+impl LiveTurn {
+    fn of(turn: &TurnControl) -> LiveTurn {
+        LiveTurn {
+            turn_id: turn.id.clone(),
+            depth: turn.lineage.depth,
+            critical: turn.critical,
+            phase: turn.phase(),
+            children: turn.children().iter().map(|c| LiveTurn::of(c)).collect(),
+        }
+    }
+}
+
+/// What a session is doing now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LiveSession {
+    /// The running turn and its SubTurns.
+    pub active: Option<LiveTurn>,
+    /// Follow-up turns waiting, in order: (turn id, message).
+    pub queued: Vec<(String, String)>,
+    pub policy: Policy,
+    /// A turn running or waiting, or a SubTurn running.
+    pub busy: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -129,6 +173,7 @@ impl Scheduler {
             turns: Mutex::new(HashMap::new()),
             busy: AtomicUsize::new(0),
             went_idle: Notify::new(),
+            closed: AtomicBool::new(false),
         });
         inner
             .agent
@@ -159,6 +204,52 @@ impl Scheduler {
         let session = lock(&self.inner.sessions).get(session).cloned()?;
         let state = session.state();
         state.active.as_ref().map(|turn| turn.id.clone())
+    }
+
+    /// What `session` is doing now; None for a session the scheduler has
+    /// never seen.
+    pub fn live(&self, session: &str) -> Option<LiveSession> {
+        let session = lock(&self.inner.sessions).get(session).cloned()?;
+        let state = session.state();
+        Some(LiveSession {
+            active: state.active.as_deref().map(LiveTurn::of),
+            queued: state
+                .queue
+                .iter()
+                .map(|q| (q.turn_id.clone(), q.content.clone()))
+                .collect(),
+            policy: state.policy,
+            busy: !state.idle(),
+        })
+    }
+
+    /// Sessions with a turn running or waiting, or a SubTurn running.
+    pub fn busy_sessions(&self) -> usize {
+        self.inner.busy.load(Ordering::SeqCst)
+    }
+
+    /// Starts no new turn from now on: messages are refused, and the
+    /// follow-ups still queued when a turn ends are dropped (and logged).
+    /// Running turns go on; interrupt them with [`Scheduler::interrupt_all`].
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Scheduler::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::SeqCst)
+    }
+
+    /// Interrupts every running turn; returns how many were reached.
+    pub fn interrupt_all(&self, mode: InterruptMode) -> usize {
+        let keys: Vec<String> = lock(&self.inner.sessions).keys().cloned().collect();
+        keys.into_iter()
+            .filter(|key| {
+                self.inner
+                    .interrupt(&Target::Session(key.clone()), mode)
+                    .is_ok()
+            })
+            .count()
     }
 
     /// Whether `session` has a turn running or waiting, or a SubTurn
@@ -224,6 +315,11 @@ impl Inner {
         content: String,
         steer: bool,
     ) -> Result<Accepted, Refused> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Refused::Closed(
+                "the host is shutting down and takes no new messages".into(),
+            ));
+        }
         let session = self.session(key)?;
         let mut state = session.state();
         if let Some(turn) = &state.active
@@ -255,10 +351,8 @@ impl Inner {
                     self.config.queue_capacity
                 )));
             }
-            state.queue.push_back(content.clone());
-            let position = state.queue.len();
-            self.queued(&session, content, position);
-            return Ok(Accepted::Queued { position });
+            let (turn_id, position) = self.enqueue(&session, &mut state, content);
+            return Ok(Accepted::Queued { turn_id, position });
         }
         let turn_id = self.start(session.clone(), &mut state, content);
         Ok(Accepted::Started { turn_id })
@@ -272,13 +366,35 @@ impl Inner {
             return;
         };
         let mut state = session.state();
+        if self.closed.load(Ordering::SeqCst) {
+            tracing::warn!(
+                session = key,
+                "the host is shutting down; follow-up not run: {content}"
+            );
+            return;
+        }
         if state.busy {
-            state.queue.push_back(content.clone());
-            let position = state.queue.len();
-            self.queued(&session, content, position);
+            self.enqueue(&session, &mut state, content);
             return;
         }
         self.start(session.clone(), &mut state, content);
+    }
+
+    /// Queues `content` last as a follow-up turn; its turn id and position.
+    fn enqueue(
+        &self,
+        session: &Session,
+        state: &mut SessionState,
+        content: String,
+    ) -> (String, usize) {
+        let turn_id = new_turn_id();
+        state.queue.push_back(Queued {
+            turn_id: turn_id.clone(),
+            content: content.clone(),
+        });
+        let position = state.queue.len();
+        self.queued(session, &turn_id, content, position);
+        (turn_id, position)
     }
 
     /// `state` changed from `was_idle`: keeps the count of busy sessions,
@@ -320,16 +436,18 @@ impl Inner {
         let was_idle = state.idle();
         state.busy = true;
         self.track(was_idle, state);
-        let turn = self.new_turn(&session, state);
+        let turn = self.new_turn(&session, state, new_turn_id());
         let turn_id = turn.id.clone();
         tokio::spawn(self.clone().drive(session, turn, input));
         turn_id
     }
 
-    fn queued(&self, session: &Session, content: String, position: usize) {
+    /// Publishes `follow_up_queued`, with the id the turn will have.
+    fn queued(&self, session: &Session, turn_id: &str, content: String, position: usize) {
         let scope = Scope {
             session: Some(session.key.clone()),
-            ..Scope::default()
+            turn_id: Some(turn_id.to_string()),
+            parent_turn_id: None,
         };
         self.agent
             .bus
@@ -338,8 +456,14 @@ impl Inner {
 
     /// Registers the session's next turn (it takes steering and interrupts
     /// from now on, even while it waits for a slot).
-    fn new_turn(&self, session: &Session, state: &mut SessionState) -> Arc<TurnControl> {
-        let turn = Arc::new(TurnControl::new(
+    fn new_turn(
+        &self,
+        session: &Session,
+        state: &mut SessionState,
+        id: String,
+    ) -> Arc<TurnControl> {
+        let turn = Arc::new(TurnControl::with_id(
+            id,
             &session.key,
             self.config.steering_capacity,
             self.agent.config.subturns.per_parent,
@@ -370,17 +494,28 @@ impl Inner {
             let mut state = session.state();
             // Steering the turn never took in runs next, in order.
             for (i, content) in turn.leftover().into_iter().enumerate() {
-                state.queue.insert(i, content.clone());
-                self.queued(&session, content, i + 1);
+                let turn_id = new_turn_id();
+                self.queued(&session, &turn_id, content.clone(), i + 1);
+                state.queue.insert(i, Queued { turn_id, content });
             }
             state.active = None;
+            if self.closed.load(Ordering::SeqCst) {
+                for q in state.queue.drain(..) {
+                    tracing::warn!(
+                        session = session.key,
+                        turn_id = q.turn_id,
+                        "the host is shutting down; follow-up not run: {}",
+                        q.content
+                    );
+                }
+            }
             let Some(next) = state.queue.pop_front() else {
                 state.busy = false;
                 self.track(false, &state);
                 return;
             };
-            turn = self.new_turn(&session, &mut state);
-            input = next;
+            turn = self.new_turn(&session, &mut state, next.turn_id);
+            input = next.content;
         }
     }
 
@@ -427,7 +562,9 @@ impl Inner {
             return Err(no_active());
         }
         let discarded = turn
-            .interrupt(mode, &self.agent.bus, || state.queue.drain(..).collect())
+            .interrupt(mode, &self.agent.bus, || {
+                state.queue.drain(..).map(|q| q.content).collect()
+            })
             .map_err(|_| no_active())?;
         Ok(Accepted::Interrupted {
             turn_id: turn.id.clone(),

@@ -24,6 +24,7 @@
 //! SQLite work is blocking, so every async method runs it on the blocking pool.
 
 mod event_log;
+mod tree;
 
 use std::fmt;
 use std::path::Path;
@@ -37,6 +38,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
 pub use event_log::EventLog;
+pub use tree::{TurnNode, forest};
 
 use crate::llm::{Message, Usage};
 use crate::protocol::{Event, TurnStatus};

@@ -278,13 +278,20 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
     let first = scheduler.submit(message("f", "first")).unwrap();
     assert!(matches!(first, Accepted::Started { .. }));
     let mut seen = until(&mut events, LIMIT, is("turn_begin")).await;
+    let queued = |content: &str, expected: usize| match scheduler.submit(message("f", content)) {
+        Ok(Accepted::Queued { turn_id, position }) if position == expected => turn_id,
+        other => panic!("{content}: expected queued at {expected}, got {other:?}"),
+    };
+    let second = queued("second", 1);
+    let third = queued("third", 2);
+    // The queued turns' ids are known before they run, and shown live.
+    let live = scheduler.live("f").unwrap();
     assert_eq!(
-        scheduler.submit(message("f", "second")),
-        Ok(Accepted::Queued { position: 1 })
-    );
-    assert_eq!(
-        scheduler.submit(message("f", "third")),
-        Ok(Accepted::Queued { position: 2 })
+        live.queued,
+        [
+            (second.clone(), "second".to_string()),
+            (third.clone(), "third".to_string())
+        ]
     );
     assert_eq!(
         scheduler.submit(message("f", "fourth")),
@@ -299,10 +306,19 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
         .iter()
         .filter_map(|e| match &e.body {
             EventBody::FollowUpQueued { content, position } => {
-                assert_eq!(e.turn_id, None);
+                let id = if content == "second" { &second } else { &third };
+                assert_eq!(e.turn_id.as_ref(), Some(id));
                 Some(format!("queued {content} at {position}"))
             }
-            EventBody::TurnBegin { input } => Some(format!("begin {input}")),
+            EventBody::TurnBegin { input } => {
+                // Each follow-up runs under the id its sender was given.
+                match input.as_str() {
+                    "second" => assert_eq!(e.turn_id.as_ref(), Some(&second)),
+                    "third" => assert_eq!(e.turn_id.as_ref(), Some(&third)),
+                    _ => {}
+                }
+                Some(format!("begin {input}"))
+            }
             EventBody::TurnEnd { answer, .. } => Some(format!("end {}", answer.clone().unwrap())),
             _ => None,
         })
@@ -480,10 +496,10 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
         })
     );
     // The turn is winding down: a new message waits for a turn of its own.
-    assert_eq!(
+    assert!(matches!(
         scheduler.submit(message("g", "next")),
-        Ok(Accepted::Queued { position: 1 })
-    );
+        Ok(Accepted::Queued { position: 1, .. })
+    ));
     let rest = until(&mut events, LIMIT, is("turn_end")).await;
     assert_eq!(
         kinds(&rest),
@@ -831,10 +847,10 @@ async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
     scheduler.submit(message("l", "question")).unwrap();
     let mut seen = until(&mut events, LIMIT, is("llm_request")).await;
     // The turn's only (so last) model call has begun: too late to steer.
-    assert_eq!(
+    assert!(matches!(
         scheduler.submit(message("l", "one more")),
-        Ok(Accepted::Queued { position: 1 })
-    );
+        Ok(Accepted::Queued { position: 1, .. })
+    ));
     idle(&scheduler).await;
     seen.extend(drain(&mut events));
     let shown: Vec<String> = seen

@@ -24,6 +24,11 @@ use tokio_util::sync::CancellationToken;
 use crate::bus::{EventBus, Scope};
 use crate::protocol::{EventBody, InterruptMode};
 
+/// A new turn id: a UUIDv7, so ids sort by creation time.
+pub fn new_turn_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
 /// Where a turn is in its life, as the scheduler sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -96,7 +101,17 @@ pub struct TurnControl {
 impl TurnControl {
     /// The control of a new top-level turn with a fresh id.
     pub fn new(session: &str, steering_capacity: usize, max_children: usize) -> TurnControl {
-        let id = uuid::Uuid::now_v7().to_string();
+        TurnControl::with_id(new_turn_id(), session, steering_capacity, max_children)
+    }
+
+    /// The control of a new top-level turn whose id was handed out before
+    /// (to the sender of a queued message).
+    pub fn with_id(
+        id: String,
+        session: &str,
+        steering_capacity: usize,
+        max_children: usize,
+    ) -> TurnControl {
         TurnControl {
             lineage: Lineage {
                 parent_id: None,
@@ -149,6 +164,16 @@ impl TurnControl {
             session: Some(self.session.clone()),
             turn_id: Some(self.id.clone()),
             parent_turn_id: self.lineage.parent_id.clone(),
+        }
+    }
+
+    /// Where the turn is in its life: `running`, `winding_down` (a graceful
+    /// interrupt arrived) or `ending`.
+    pub fn phase(&self) -> &'static str {
+        match self.state().phase {
+            Phase::Running => "running",
+            Phase::WindingDown => "winding_down",
+            Phase::Ended => "ending",
         }
     }
 

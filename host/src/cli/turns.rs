@@ -1,14 +1,13 @@
 //! `wasmclaw turns --session KEY`: the tree of a session's turns, as the
 //! store recorded them (SubTurns under their parents).
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
 use crate::home::Home;
 use crate::llm::http::snippet;
-use crate::store::{Store, TurnRecord};
+use crate::store::{Store, TurnNode, TurnRecord, forest};
 
 pub async fn list(home: &Home, session: &str, json: bool) -> Result<ExitCode> {
     let path = home.sessions_db();
@@ -32,38 +31,26 @@ pub async fn list(home: &Home, session: &str, json: bool) -> Result<ExitCode> {
 /// One line per turn, children indented under their parent, in order of
 /// start.
 pub fn tree(turns: &[TurnRecord]) -> Vec<String> {
-    let known: HashMap<&str, &TurnRecord> = turns.iter().map(|t| (t.id.as_str(), t)).collect();
-    let mut children: HashMap<Option<&str>, Vec<&TurnRecord>> = HashMap::new();
-    for turn in turns {
-        // A child whose parent is not in the list shows at the top.
-        let parent = turn
-            .parent_turn_id
-            .as_deref()
-            .filter(|p| known.contains_key(p));
-        children.entry(parent).or_default().push(turn);
-    }
-    let mut lines = Vec::new();
-    let mut stack: Vec<(&TurnRecord, usize)> = children
-        .get(&None)
-        .map(|roots| roots.iter().rev().map(|t| (*t, 0)).collect())
-        .unwrap_or_default();
-    while let Some((turn, depth)) = stack.pop() {
-        lines.push(format!(
-            "{}{} {} {} ({} iteration{}, {} tokens) {}",
-            "  ".repeat(depth),
-            turn.id,
-            turn.status.as_str(),
-            turn.reason,
-            turn.iterations,
-            if turn.iterations == 1 { "" } else { "s" },
-            turn.usage.input_tokens + turn.usage.output_tokens,
-            snippet(&turn.input.replace('\n', " "), 60),
-        ));
-        if let Some(kids) = children.get(&Some(turn.id.as_str())) {
-            stack.extend(kids.iter().rev().map(|t| (*t, depth + 1)));
+    fn lines(nodes: &[TurnNode], depth: usize, out: &mut Vec<String>) {
+        for node in nodes {
+            let turn = &node.turn;
+            out.push(format!(
+                "{}{} {} {} ({} iteration{}, {} tokens) {}",
+                "  ".repeat(depth),
+                turn.id,
+                turn.status.as_str(),
+                turn.reason,
+                turn.iterations,
+                if turn.iterations == 1 { "" } else { "s" },
+                turn.usage.input_tokens + turn.usage.output_tokens,
+                snippet(&turn.input.replace('\n', " "), 60),
+            ));
+            lines(&node.children, depth + 1, out);
         }
     }
-    lines
+    let mut out = Vec::new();
+    lines(&forest(turns), 0, &mut out);
+    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,200 @@
+//! `wasmclaw serve`: the HTTP API.
+//!
+//! A front end like the CLI: it submits [`crate::protocol::Op`]s to the
+//! [`Scheduler`] and reads [`crate::protocol::Event`]s from the bus and the
+//! event log. Every route but `/healthz` needs the bearer token.
+//!
+//! - [`sessions`]: messages, steering, interrupts, policy, a session's
+//!   history and live turn tree.
+//! - [`events`]: a session's events as Server-Sent Events, resumable from a
+//!   `seq` (`Last-Event-ID`), so a client that reconnects loses nothing.
+//! - [`openai`]: `POST /v1/chat/completions`, where the model is the agent
+//!   with its tools.
+//! - [`metrics`]: Prometheus text, fed from the bus.
+//! - [`auth`]: the bearer token. [`error`]: every failure as a JSON body.
+//!
+//! Shutdown ([`serve`]): messages are refused, running turns are asked to
+//! wind down (then stopped once the grace period is over), the event log is
+//! flushed, and then event streams end and the listener closes.
+
+pub mod auth;
+pub mod error;
+pub mod events;
+pub mod metrics;
+pub mod openai;
+pub mod sessions;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::InterruptMode;
+use crate::scheduler::Scheduler;
+use crate::store::EventLog;
+
+pub use error::ApiError;
+
+/// How the API behaves.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The bearer token every request but `/healthz` must carry.
+    pub token: String,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+    /// Events an SSE client may fall behind before the stream refills from
+    /// the event log.
+    pub sse_buffer: usize,
+    /// How long running turns may take to wind down at shutdown before they
+    /// are stopped.
+    pub shutdown_grace: Duration,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+impl ServerConfig {
+    pub fn new(token: String) -> ServerConfig {
+        ServerConfig {
+            token,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            sse_buffer: 1024,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What every handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct Api {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    scheduler: Scheduler,
+    log: EventLog,
+    config: ServerConfig,
+    metrics: metrics::Metrics,
+    /// Fires once the host has wound down: event streams end.
+    stopped: CancellationToken,
+    started: Instant,
+}
+
+impl Api {
+    /// The API over `scheduler`, whose agent's events `log` writes. Starts
+    /// the metrics task: call within a Tokio runtime.
+    pub fn new(scheduler: Scheduler, log: EventLog, config: ServerConfig) -> Api {
+        let metrics = metrics::Metrics::start(scheduler.agent().bus());
+        Api {
+            inner: Arc::new(Shared {
+                scheduler,
+                log,
+                config,
+                metrics,
+                stopped: CancellationToken::new(),
+                started: Instant::now(),
+            }),
+        }
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.inner.scheduler
+    }
+
+    fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    /// Every route.
+    pub fn router(&self) -> Router {
+        let api = Router::new()
+            .route("/v1/sessions", get(sessions::list))
+            .route("/v1/sessions/{key}", get(sessions::show))
+            .route("/v1/sessions/{key}/messages", post(sessions::message))
+            .route("/v1/sessions/{key}/steer", post(sessions::steer))
+            .route("/v1/sessions/{key}/interrupt", post(sessions::interrupt))
+            .route("/v1/sessions/{key}/policy", post(sessions::policy))
+            .route("/v1/sessions/{key}/events", get(events::stream))
+            .route("/v1/plugins", get(plugins))
+            .route("/v1/chat/completions", post(openai::completions))
+            .route("/v1/models", get(openai::models))
+            .route("/metrics", get(metrics::render))
+            .route_layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                auth::require_token,
+            ));
+        Router::new()
+            .route("/healthz", get(healthz))
+            .merge(api)
+            .fallback(error::not_found)
+            .method_not_allowed_fallback(error::method_not_allowed)
+            .layer(DefaultBodyLimit::max(self.config().max_body_bytes))
+            .with_state(self.clone())
+    }
+
+    /// Winds the host down: refuses messages, asks running turns to wind
+    /// down, stops those still running after the grace period, flushes the
+    /// event log, then ends the event streams.
+    pub async fn shut_down(&self) {
+        let scheduler = self.scheduler();
+        scheduler.close();
+        let asked = scheduler.interrupt_all(InterruptMode::Graceful);
+        tracing::info!("shutting down: {asked} running turns asked to wind down");
+        let grace = self.config().shutdown_grace;
+        if tokio::time::timeout(grace, scheduler.until_all_idle())
+            .await
+            .is_err()
+        {
+            let stopped = scheduler.interrupt_all(InterruptMode::Hard);
+            tracing::warn!(
+                "shutting down: {stopped} turns still running after {grace:?} were stopped"
+            );
+            if tokio::time::timeout(Duration::from_secs(5), scheduler.until_all_idle())
+                .await
+                .is_err()
+            {
+                tracing::error!("shutting down: some turns did not end after being stopped");
+            }
+        }
+        let bus = scheduler.agent().bus();
+        self.inner.log.flush(bus.last_seq()).await;
+        self.inner.stopped.cancel();
+    }
+}
+
+/// Serves `api` on `listener` until `signal` resolves, then shuts down
+/// ([`Api::shut_down`]) and waits for open requests to finish.
+pub async fn serve(
+    listener: TcpListener,
+    api: Api,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let stopped = api.inner.stopped.clone();
+    let server = axum::serve(listener, api.router())
+        .with_graceful_shutdown(async move { stopped.cancelled().await });
+    let server = tokio::spawn(server.into_future());
+    signal.await;
+    api.shut_down().await;
+    server.await??;
+    Ok(())
+}
+
+async fn healthz(State(api): State<Api>) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({
+        "status": if api.scheduler().is_closed() { "stopping" } else { "ok" },
+        "uptime_s": api.inner.started.elapsed().as_secs(),
+    }))
+}
+
+/// `GET /v1/plugins`: every file of the plugin directory, as `wasmclaw
+/// plugins list --json` prints it.
+async fn plugins(State(api): State<Api>) -> axum::Json<serde_json::Value> {
+    let catalog = api.scheduler().agent().plugins().catalog();
+    let list: Vec<_> = catalog.plugins.iter().map(|s| s.info()).collect();
+    axum::Json(serde_json::json!({ "plugins": list }))
+}

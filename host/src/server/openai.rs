@@ -1,0 +1,395 @@
+//! `POST /v1/chat/completions`, OpenAI-compatible: the "model" is the agent
+//! with its tools, so any OpenAI client can talk to it.
+//!
+//! Each request is a turn of a new session `openai-<id>` (named in the
+//! `x-wasmclaw-session` response header, so its events and turns can be read
+//! like any other session's). The request's messages before the last become
+//! that session's history, recorded as an `imported` turn; the last must be
+//! the user's, and it starts the turn. The agent's tools are its plugins:
+//! client-side `tools` are refused, as are tool messages.
+//!
+//! Not streamed, the answer is the turn's final answer. Streamed
+//! (`"stream": true`), the content is the text the model wrote in every
+//! iteration, as it came: what the model said before calling tools, then
+//! the final answer; with `stream_options.include_usage`, a last chunk
+//! carries the usage. A turn that fails ends the stream with an `error`
+//! chunk (or, not streamed, a 502). A client that goes away stops its turn.
+
+use std::convert::Infallible;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::sessions::turn_end;
+use super::{Api, ApiError};
+use crate::bus::{Delivery, Filter, Received, Subscription};
+use crate::llm::{Message, Usage};
+use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
+use crate::scheduler::Scheduler;
+use crate::store::TurnRecord;
+
+/// The model name answered when the request names none.
+pub const MODEL: &str = "wasmclaw";
+
+#[derive(Debug, Deserialize)]
+pub struct CompletionRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub messages: Vec<InMessage>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+    #[serde(default)]
+    pub n: Option<u32>,
+    /// Sampling options and the like: the agent's configuration decides
+    /// them, so they are accepted and not used.
+    #[serde(flatten)]
+    pub _ignored: Map<String, Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct InMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Value,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<Value>>,
+}
+
+pub async fn models() -> Json<Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{ "id": MODEL, "object": "model", "created": 0, "owned_by": "wasmclaw" }],
+    }))
+}
+
+pub async fn completions(
+    State(api): State<Api>,
+    body: Result<Json<CompletionRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(request) = body?;
+    let (history, input) = conversation(&request)?;
+    let model = request.model.clone().unwrap_or_else(|| MODEL.to_string());
+    let session = format!("openai-{}", uuid::Uuid::now_v7().simple());
+    if !history.is_empty() {
+        import(&api, &session, &history).await?;
+    }
+    let filter = Filter {
+        session: Some(session.clone()),
+        no_deltas: !request.stream,
+    };
+    let mut events = api
+        .scheduler()
+        .agent()
+        .bus()
+        .subscribe(filter, Delivery::Lossless);
+    let op = Op::UserMessage {
+        session: session.clone(),
+        content: input,
+    };
+    let Accepted::Started { turn_id } = api.scheduler().submit(op)? else {
+        unreachable!("a new session starts its turn at once");
+    };
+    let mut guard = StopOnDrop {
+        scheduler: api.scheduler().clone(),
+        turn_id: Some(turn_id.clone()),
+    };
+    let reply = Reply {
+        id: format!("chatcmpl-{turn_id}"),
+        model,
+        created: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    let mut response = if request.stream {
+        let include_usage = request.stream_options.is_some_and(|o| o.include_usage);
+        let (tx, mut rx) = mpsc::channel(64);
+        tokio::spawn(stream(events, guard, reply, include_usage, tx));
+        let chunks = futures_util::stream::poll_fn(move |cx| {
+            rx.poll_recv(cx).map(|c| c.map(Ok::<_, Infallible>))
+        });
+        Sse::new(chunks)
+            .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+            .into_response()
+    } else {
+        let ended = turn_end(&mut events, &turn_id).await?;
+        guard.turn_id = None;
+        if ended.status != TurnStatus::Completed {
+            return Err(failed(ended.status, &ended.reason));
+        }
+        let answer = ended.answer.unwrap_or_default();
+        Json(reply.completion(answer, &ended.reason, ended.usage)).into_response()
+    };
+    response.headers_mut().insert(
+        HeaderName::from_static("x-wasmclaw-session"),
+        HeaderValue::from_str(&session).expect("a session key is a valid header value"),
+    );
+    Ok(response)
+}
+
+fn failed(status: TurnStatus, reason: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        "turn_failed",
+        format!("the agent's turn ended {}: {reason}", status.as_str()),
+    )
+}
+
+/// The request's messages as a history and the user's last message.
+fn conversation(request: &CompletionRequest) -> Result<(Vec<Message>, String), ApiError> {
+    if request.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return Err(ApiError::bad_request(
+            "`tools`: client-side tools are not supported; the agent uses its own plugins",
+        ));
+    }
+    if request.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::bad_request("`n`: only 1 choice is supported"));
+    }
+    let mut messages = Vec::with_capacity(request.messages.len());
+    for (i, m) in request.messages.iter().enumerate() {
+        let content = text(&m.content).map_err(|expected| {
+            ApiError::bad_request(format!("messages[{i}].content: {expected}"))
+        })?;
+        let message = match m.role.as_str() {
+            "system" | "developer" => Message::system(content),
+            "user" => Message::user(content),
+            "assistant" if m.tool_calls.as_ref().is_none_or(Vec::is_empty) => Message::Assistant {
+                content,
+                tool_calls: Vec::new(),
+            },
+            "assistant" => {
+                return Err(ApiError::bad_request(format!(
+                    "messages[{i}].tool_calls: client-side tool calls are not supported; the agent runs its own tools"
+                )));
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "messages[{i}].role: expected system, developer, user or assistant, got {other:?}"
+                )));
+            }
+        };
+        messages.push(message);
+    }
+    match messages.pop() {
+        Some(Message::User { content }) if !content.trim().is_empty() => Ok((messages, content)),
+        _ => Err(ApiError::bad_request(
+            "`messages`: the last message must be the user's, with text",
+        )),
+    }
+}
+
+/// A message's content: a string, null, or text parts.
+fn text(content: &Value) -> Result<String, &'static str> {
+    match content {
+        Value::Null => Ok(String::new()),
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => {
+            let mut text = String::new();
+            for part in parts {
+                match (part.get("type").and_then(Value::as_str), part.get("text")) {
+                    (Some("text"), Some(Value::String(s))) => text.push_str(s),
+                    _ => {
+                        return Err(
+                            "expected a string or text parts ({\"type\": \"text\", \"text\": ...}); other parts are not supported",
+                        );
+                    }
+                }
+            }
+            Ok(text)
+        }
+        _ => Err("expected a string or an array of text parts"),
+    }
+}
+
+/// Records `history` as the session's first turn, `imported`.
+async fn import(api: &Api, session: &str, history: &[Message]) -> Result<(), ApiError> {
+    let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    let record = TurnRecord {
+        id: crate::agent::control::new_turn_id(),
+        session: session.to_string(),
+        parent_turn_id: None,
+        input: "(history given with a chat completions request)".into(),
+        status: TurnStatus::Completed,
+        reason: "imported".into(),
+        iterations: 0,
+        usage: Usage::default(),
+        started_at: now.clone(),
+        ended_at: now,
+    };
+    api.scheduler()
+        .agent()
+        .store()
+        .commit_turn(&record, history)
+        .await
+        .map_err(ApiError::internal)
+}
+
+/// Stops the turn (hard) if dropped before the turn ended: its client went
+/// away.
+struct StopOnDrop {
+    scheduler: Scheduler,
+    turn_id: Option<String>,
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(turn_id) = self.turn_id.take() {
+            let op = Op::Interrupt {
+                target: Target::Turn(turn_id),
+                mode: InterruptMode::Hard,
+            };
+            // Refused only if the turn has just ended.
+            let _ = self.scheduler.submit(op);
+        }
+    }
+}
+
+/// What every chunk and completion repeats.
+struct Reply {
+    id: String,
+    model: String,
+    created: u64,
+}
+
+impl Reply {
+    fn completion(&self, answer: String, reason: &str, usage: Usage) -> Value {
+        json!({
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{
+                "index": 0,
+                "message": { "role": "assistant", "content": answer },
+                "finish_reason": finish_reason(reason),
+            }],
+            "usage": usage_json(usage),
+        })
+    }
+
+    fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> SseEvent {
+        self.event(json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }],
+        }))
+    }
+
+    fn event(&self, body: Value) -> SseEvent {
+        SseEvent::default().data(body.to_string())
+    }
+}
+
+fn finish_reason(reason: &str) -> &'static str {
+    if reason == "max_iterations" {
+        "length"
+    } else {
+        "stop"
+    }
+}
+
+fn usage_json(usage: Usage) -> Value {
+    json!({
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    })
+}
+
+/// Feeds a streamed completion from the turn's events.
+async fn stream(
+    mut events: Subscription,
+    mut guard: StopOnDrop,
+    reply: Reply,
+    include_usage: bool,
+    tx: mpsc::Sender<SseEvent>,
+) {
+    let turn_id = guard.turn_id.clone().expect("armed");
+    let mut chunks = vec![reply.chunk(json!({ "role": "assistant", "content": "" }), None)];
+    // Whether text streamed in this iteration, and in any before it.
+    let (mut this_iteration, mut any) = (false, false);
+    loop {
+        for chunk in chunks.drain(..) {
+            if tx.send(chunk).await.is_err() {
+                // The client went away: the guard stops the turn.
+                return;
+            }
+        }
+        let received = tokio::select! {
+            received = events.recv() => received,
+            _ = tx.closed() => return,
+        };
+        let Some(Received::Event(event)) = received else {
+            return;
+        };
+        if event.turn_id.as_deref() != Some(turn_id.as_str()) {
+            continue;
+        }
+        match &event.body {
+            EventBody::LlmRequest { .. } => this_iteration = false,
+            EventBody::LlmDelta { text, .. } if !text.is_empty() => {
+                // Text after a tool round is set apart from the text before.
+                let gap = if any && !this_iteration { "\n\n" } else { "" };
+                (this_iteration, any) = (true, true);
+                chunks.push(reply.chunk(json!({ "content": format!("{gap}{text}") }), None));
+            }
+            EventBody::TurnEnd {
+                status,
+                reason,
+                answer,
+                usage,
+                ..
+            } => {
+                guard.turn_id = None;
+                if *status != TurnStatus::Completed {
+                    let error = failed(*status, reason);
+                    let body = json!({ "error": { "type": error.kind, "message": error.message } });
+                    chunks.push(reply.event(body));
+                } else {
+                    // A provider that does not stream gave no deltas.
+                    if let Some(answer) = answer.as_ref().filter(|_| !this_iteration) {
+                        chunks.push(reply.chunk(json!({ "content": answer }), None));
+                    }
+                    chunks.push(reply.chunk(json!({}), Some(finish_reason(reason))));
+                    if include_usage {
+                        chunks.push(reply.event(json!({
+                            "id": reply.id,
+                            "object": "chat.completion.chunk",
+                            "created": reply.created,
+                            "model": reply.model,
+                            "choices": [],
+                            "usage": usage_json(*usage),
+                        })));
+                    }
+                }
+                chunks.push(SseEvent::default().data("[DONE]"));
+                for chunk in chunks.drain(..) {
+                    if tx.send(chunk).await.is_err() {
+                        return;
+                    }
+                }
+                return;
+            }
+            _ => {}
+        }
+    }
+}

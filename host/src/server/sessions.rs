@@ -1,0 +1,299 @@
+//! The session routes: messages, steering, interrupts, policy, and what a
+//! session holds.
+//!
+//! - `POST /v1/sessions/{key}/messages` `{"content": "..."}` answers
+//!   `{"turn_id", "disposition": "started"|"steered"|"queued"}` (and
+//!   `position` when queued). With `?wait=true` it answers when the turn
+//!   named by `turn_id` ends, adding `status`, `reason` and `answer`.
+//! - `POST /v1/sessions/{key}/steer`: the same, but the message steers the
+//!   running turn whatever the session's policy.
+//! - `POST /v1/sessions/{key}/interrupt` `{"mode": "graceful"|"hard"}`,
+//!   optionally with the `turn_id` it is meant for.
+//! - `POST /v1/sessions/{key}/policy` `{"policy": "steer"|"follow_up"}`.
+//! - `GET /v1/sessions/{key}`: the history, the recorded turns as a tree,
+//!   and the live tree of the running turn; `GET /v1/sessions`: every
+//!   recorded session.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Api, ApiError};
+use crate::bus::{Delivery, Filter, Received, Subscription};
+use crate::llm::Usage;
+use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Policy, Target, TurnStatus};
+use crate::store::forest;
+
+/// Longest session key accepted.
+pub const MAX_KEY_LEN: usize = 128;
+
+/// A session key from the path: 1 to 128 of `A-Z a-z 0-9 - _ . : @`.
+pub struct SessionKey(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(key) = Path::<String>::from_request_parts(parts, state).await?;
+        check_key(&key)?;
+        Ok(SessionKey(key))
+    }
+}
+
+pub fn check_key(key: &str) -> Result<(), ApiError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.:@".contains(c);
+    if key.is_empty() || key.len() > MAX_KEY_LEN || !key.chars().all(allowed) {
+        return Err(ApiError::bad_request(format!(
+            "session key {key:?}: expected 1 to {MAX_KEY_LEN} characters of A-Z a-z 0-9 - _ . : @"
+        )));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageBody {
+    pub content: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    #[serde(default)]
+    pub wait: bool,
+}
+
+/// The answer to a message.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct MessageAnswer {
+    pub turn_id: String,
+    /// `started`, `steered` or `queued`.
+    pub disposition: String,
+    /// Where a queued message waits (1 is next).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+    /// With `wait=true`: how the turn ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TurnStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+pub async fn message(
+    State(api): State<Api>,
+    SessionKey(session): SessionKey,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+    body: Result<Json<MessageBody>, JsonRejection>,
+) -> Result<Json<MessageAnswer>, ApiError> {
+    let (Query(query), Json(body)) = (query?, body?);
+    let content = non_empty(body.content)?;
+    submit(&api, Op::UserMessage { session, content }, query.wait).await
+}
+
+pub async fn steer(
+    State(api): State<Api>,
+    SessionKey(session): SessionKey,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+    body: Result<Json<MessageBody>, JsonRejection>,
+) -> Result<Json<MessageAnswer>, ApiError> {
+    let (Query(query), Json(body)) = (query?, body?);
+    let content = non_empty(body.content)?;
+    submit(&api, Op::Steer { session, content }, query.wait).await
+}
+
+fn non_empty(content: String) -> Result<String, ApiError> {
+    if content.trim().is_empty() {
+        return Err(ApiError::bad_request("`content` is empty"));
+    }
+    Ok(content)
+}
+
+/// Submits a message; with `wait`, answers when its turn has ended.
+async fn submit(api: &Api, op: Op, wait: bool) -> Result<Json<MessageAnswer>, ApiError> {
+    let session = match &op {
+        Op::UserMessage { session, .. } | Op::Steer { session, .. } => session.clone(),
+        _ => unreachable!("only messages are submitted here"),
+    };
+    // Subscribed before submitting, so the turn's end cannot be missed.
+    let mut events = wait.then(|| {
+        let filter = Filter {
+            session: Some(session),
+            no_deltas: true,
+        };
+        api.scheduler()
+            .agent()
+            .bus()
+            .subscribe(filter, Delivery::Lossless)
+    });
+    let mut answer = match api.scheduler().submit(op)? {
+        Accepted::Started { turn_id } => answer(turn_id, "started", None),
+        Accepted::Steered { turn_id } => answer(turn_id, "steered", None),
+        Accepted::Queued { turn_id, position } => answer(turn_id, "queued", Some(position)),
+        other => unreachable!("a message is not answered with {other:?}"),
+    };
+    if let Some(events) = &mut events {
+        let ended = turn_end(events, &answer.turn_id).await?;
+        answer.status = Some(ended.status);
+        answer.reason = Some(ended.reason);
+        answer.answer = ended.answer;
+    }
+    Ok(Json(answer))
+}
+
+fn answer(turn_id: String, disposition: &str, position: Option<usize>) -> MessageAnswer {
+    MessageAnswer {
+        turn_id,
+        disposition: disposition.to_string(),
+        position,
+        status: None,
+        reason: None,
+        answer: None,
+    }
+}
+
+/// How a turn ended, from its `turn_end`.
+pub(super) struct Ended {
+    pub status: TurnStatus,
+    pub reason: String,
+    pub answer: Option<String>,
+    pub usage: Usage,
+}
+
+/// Waits for `turn_end` of `turn_id`.
+pub(super) async fn turn_end(events: &mut Subscription, turn_id: &str) -> Result<Ended, ApiError> {
+    while let Some(received) = events.recv().await {
+        if let Received::Event(event) = received
+            && event.turn_id.as_deref() == Some(turn_id)
+            && let EventBody::TurnEnd {
+                status,
+                reason,
+                answer,
+                usage,
+                ..
+            } = &event.body
+        {
+            return Ok(Ended {
+                status: *status,
+                reason: reason.clone(),
+                answer: answer.clone(),
+                usage: *usage,
+            });
+        }
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "shutting_down",
+        "the host stopped before the turn ended",
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterruptBody {
+    pub mode: InterruptMode,
+    /// The turn the interrupt is meant for; refused if another runs.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+}
+
+pub async fn interrupt(
+    State(api): State<Api>,
+    SessionKey(session): SessionKey,
+    body: Result<Json<InterruptBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body?;
+    let target = match body.turn_id {
+        Some(id) => {
+            let running = api
+                .scheduler()
+                .active_turn(&session)
+                .is_some_and(|active| active == id);
+            if !running {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::CONFLICT,
+                    "no_active_turn",
+                    format!("turn '{id}' is not running on session '{session}'"),
+                ));
+            }
+            Target::Turn(id)
+        }
+        None => Target::Session(session),
+    };
+    let op = Op::Interrupt {
+        target,
+        mode: body.mode,
+    };
+    match api.scheduler().submit(op)? {
+        Accepted::Interrupted { turn_id, discarded } => Ok(Json(json!({
+            "turn_id": turn_id,
+            "mode": body.mode,
+            "discarded": discarded,
+        }))),
+        other => unreachable!("an interrupt is not answered with {other:?}"),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyBody {
+    pub policy: Policy,
+}
+
+pub async fn policy(
+    State(api): State<Api>,
+    SessionKey(session): SessionKey,
+    body: Result<Json<PolicyBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body?;
+    let policy = body.policy;
+    api.scheduler().submit(Op::SetPolicy { session, policy })?;
+    Ok(Json(json!({ "policy": policy })))
+}
+
+/// `GET /v1/sessions/{key}`.
+pub async fn show(
+    State(api): State<Api>,
+    SessionKey(key): SessionKey,
+) -> Result<Json<Value>, ApiError> {
+    let store = api.scheduler().agent().store();
+    let history = store.history(&key).await.map_err(ApiError::internal)?;
+    let turns = store.turns(&key).await.map_err(ApiError::internal)?;
+    let live = api.scheduler().live(&key);
+    if history.is_empty() && turns.is_empty() && live.is_none() {
+        return Err(ApiError::not_found_msg(format!(
+            "no session '{key}': it has no history, no recorded turn and nothing running"
+        )));
+    }
+    let live = live.unwrap_or_default();
+    let queued: Vec<Value> = live
+        .queued
+        .iter()
+        .map(|(turn_id, content)| json!({ "turn_id": turn_id, "content": content }))
+        .collect();
+    Ok(Json(json!({
+        "key": key,
+        "busy": live.busy,
+        "policy": live.policy,
+        "active": live.active,
+        "queued": queued,
+        "history": history,
+        "turns": forest(&turns),
+    })))
+}
+
+/// `GET /v1/sessions`: every recorded session, most recent first.
+pub async fn list(State(api): State<Api>) -> Result<Json<Value>, ApiError> {
+    let sessions = api
+        .scheduler()
+        .agent()
+        .store()
+        .sessions()
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(json!({ "sessions": sessions })))
+}
