@@ -3,11 +3,26 @@
 
 GUESTS := --release --target wasm32-wasip2 --target-dir target/guests
 
-.PHONY: setup plugins demo test lint bench
+.PHONY: setup pyenv plugins demo test lint bench
 
 # The guest target; rustup does not add it on its own.
 setup:
 	rustup target add wasm32-wasip2
+
+# The official OpenAI Python SDK, pinned, in a virtualenv at target/pyenv:
+# tests/all/serve_openai.rs drives `wasmclaw serve` with it. Skipped when
+# that version is already there.
+OPENAI_PY := 3.57.0
+PYENV := target/pyenv
+
+pyenv:
+	@if $(PYENV)/bin/python -c "import sys, openai; sys.exit(openai.__version__ != '$(OPENAI_PY)')" 2>/dev/null; then \
+		echo "$(PYENV): openai $(OPENAI_PY) is installed"; \
+	else \
+		echo "$(PYENV): installing openai $(OPENAI_PY)" && \
+		python3 -m venv --clear $(PYENV) && \
+		$(PYENV)/bin/python -m pip install --quiet --disable-pip-version-check openai==$(OPENAI_PY); \
+	fi
 
 # The example plugins, into target/guests/wasm32-wasip2/release.
 plugins: setup
@@ -16,8 +31,9 @@ plugins: setup
 demo: setup
 	bash scripts/demo.sh
 
-# Formatting, the host and test plugins, every test, then lints.
-test: setup
+# Formatting, the host and test plugins, every test, then lints (the
+# OpenAI SDK first, for the test that uses it).
+test: setup pyenv
 	cargo fmt --all --check
 	cargo build -p wasmclaw
 	cargo test --workspace
@@ -29,6 +45,6 @@ lint: test
 	cargo clippy $(GUESTS) --manifest-path tests/fixtures/Cargo.toml -- -D warnings
 
 # Benchmarks: tables on stdout, figures in
-# target/bench/{runtime,turns,scheduler,subturns}.json.
+# target/bench/{runtime,turns,scheduler,subturns,serve}.json.
 bench: setup
-	cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns
+	cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve

@@ -35,6 +35,22 @@ printf '\n\033[1m$ wasmclaw run --session demo-sub -m "Use sub-agents ..."\033[0
 ./target/release/wasmclaw run --session demo-sub -m "Use sub-agents to check the party dates and budget" || true
 step turns --session demo-sub
 
+printf '\n\033[1m# The HTTP API: wasmclaw serve, a message, its events replayed over SSE, an OpenAI-style request, metrics\033[0m\n'
+out="$home/serve.out"
+./target/release/wasmclaw serve --listen 127.0.0.1:0 --token demo-token > "$out" &
+server=$!
+for _ in $(seq 100); do grep -q 'serving on' "$out" && break; sleep 0.1; done
+url=$(sed -n 's/^wasmclaw serving on //p' "$out")
+# The command goes to stderr, so a pipe after `api` sees only the answer.
+api() { printf '\n\033[1m$ curl %s\033[0m\n' "$*" >&2; curl -sS -H 'authorization: Bearer demo-token' -H 'content-type: application/json' "$@"; echo; }
+api -d '{"content": "Plan the garden party over HTTP"}' "$url/v1/sessions/web/messages?wait=true"
+# The session's events from the start (Last-Event-ID: 0), as `seq type`:
+api --max-time 1 -H 'last-event-id: 0' "$url/v1/sessions/web/events?deltas=false" \
+  | sed -n 's/^data: {"seq":\([0-9]*\),.*"parent_turn_id":[^,]*,"type":"\([a-z_]*\)".*/\1 \2/p' | tr '\n' ',' || true
+api -d '{"messages": [{"role": "user", "content": "Plan the garden party, OpenAI style"}]}' "$url/v1/chat/completions"
+api "$url/metrics" | grep -E '^wasmclaw_(turns_total|tool_calls_total)' || true
+kill -TERM "$server"; wait "$server" || true
+
 printf '\n\033[1m# Single tool calls\033[0m\n'
 step plugins call calculate '{"expression":"(1 + 2) * 3 ^ 2 - sqrt(16)"}'
 step plugins call write_file '{"path":"notes/todo.md","content":"- water the plants\n- call Ada\n"}'

@@ -15,9 +15,11 @@
 //!   memory for them.
 //!
 //! Events are numbered under the same lock that delivers them, so every
-//! subscriber sees them in `seq` order.
+//! subscriber sees them in `seq` order. Subscribers to one session are kept
+//! by session, so publishing costs the same with one or thousands of them
+//! (an SSE client per session).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -94,7 +96,10 @@ struct Subscriber {
 
 struct Inner {
     seq: u64,
-    subscribers: Vec<Subscriber>,
+    /// Subscribers to every session.
+    everywhere: Vec<Subscriber>,
+    /// Subscribers to one session, by its key.
+    by_session: HashMap<String, Vec<Subscriber>>,
 }
 
 /// The host's one event bus. Cheap to clone.
@@ -110,7 +115,8 @@ impl EventBus {
         EventBus {
             inner: Arc::new(Mutex::new(Inner {
                 seq: last_seq,
-                subscribers: Vec::new(),
+                everywhere: Vec::new(),
+                by_session: HashMap::new(),
             })),
             dropped_total: Arc::default(),
         }
@@ -128,30 +134,46 @@ impl EventBus {
             parent_turn_id: scope.parent_turn_id.clone(),
             body,
         });
-        let dropped_total = &self.dropped_total;
-        inner.subscribers.retain(|sub| {
-            if !sub.filter.wants(&event) {
-                return true;
+        let seq = inner.seq;
+        let Inner {
+            everywhere,
+            by_session,
+            ..
+        } = &mut *inner;
+        everywhere.retain(|sub| self.deliver(sub, &event));
+        if let Some(session) = &event.session
+            && let Some(subs) = by_session.get_mut(session)
+        {
+            subs.retain(|sub| self.deliver(sub, &event));
+            if subs.is_empty() {
+                by_session.remove(session);
             }
-            match &sub.sender {
-                Sender::Lossless(tx) => tx.send(event.clone()).is_ok(),
-                Sender::Bounded(tx) => match tx.try_send(event.clone()) {
-                    Ok(()) => true,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        sub.dropped.fetch_add(1, Ordering::Relaxed);
-                        dropped_total.fetch_add(1, Ordering::Relaxed);
-                        let mut gaps = sub.gaps.lock().unwrap();
-                        match gaps.back_mut() {
-                            Some((first, n)) if *first + *n == event.seq => *n += 1,
-                            _ => gaps.push_back((event.seq, 1)),
-                        }
-                        true
+        }
+        seq
+    }
+
+    /// Hands `event` to `sub` if it wants it; false when `sub` is gone.
+    fn deliver(&self, sub: &Subscriber, event: &Arc<Event>) -> bool {
+        if !sub.filter.wants(event) {
+            return true;
+        }
+        match &sub.sender {
+            Sender::Lossless(tx) => tx.send(event.clone()).is_ok(),
+            Sender::Bounded(tx) => match tx.try_send(event.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    sub.dropped.fetch_add(1, Ordering::Relaxed);
+                    self.dropped_total.fetch_add(1, Ordering::Relaxed);
+                    let mut gaps = sub.gaps.lock().unwrap();
+                    match gaps.back_mut() {
+                        Some((first, n)) if *first + *n == event.seq => *n += 1,
+                        _ => gaps.push_back((event.seq, 1)),
                     }
-                    Err(mpsc::error::TrySendError::Closed(_)) => false,
-                },
-            }
-        });
-        inner.seq
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            },
+        }
     }
 
     /// The `seq` of the last event published.
@@ -165,6 +187,14 @@ impl EventBus {
     }
 
     pub fn subscribe(&self, filter: Filter, delivery: Delivery) -> Subscription {
+        self.subscribe_after(filter, delivery).0
+    }
+
+    /// [`EventBus::subscribe`], and the `seq` of the last event published
+    /// before it: every later event reaches the subscription, no earlier
+    /// one does (for a reader that takes the earlier ones from the event
+    /// log).
+    pub fn subscribe_after(&self, filter: Filter, delivery: Delivery) -> (Subscription, u64) {
         let (sender, receiver) = match delivery {
             Delivery::Lossless => {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -175,13 +205,14 @@ impl EventBus {
                 (Sender::Bounded(tx), Receiver::Bounded(rx))
             }
         };
-        let (dropped, gaps) = self.add(filter, sender);
-        Subscription {
+        let (dropped, gaps, last) = self.add(filter, sender);
+        let subscription = Subscription {
             receiver,
             dropped,
             gaps,
             held: None,
-        }
+        };
+        (subscription, last)
     }
 
     /// A lossless subscription to everything, as a plain channel (for the
@@ -192,17 +223,23 @@ impl EventBus {
         rx
     }
 
-    /// Registers a subscriber; its drop counter and gap list.
-    fn add(&self, filter: Filter, sender: Sender) -> (Arc<AtomicU64>, Gaps) {
+    /// Registers a subscriber; its drop counter, its gap list, and the last
+    /// `seq` published before it.
+    fn add(&self, filter: Filter, sender: Sender) -> (Arc<AtomicU64>, Gaps, u64) {
         let dropped = Arc::new(AtomicU64::new(0));
         let gaps = Gaps::default();
-        self.inner.lock().unwrap().subscribers.push(Subscriber {
+        let mut inner = self.inner.lock().unwrap();
+        let list = match &filter.session {
+            Some(session) => inner.by_session.entry(session.clone()).or_default(),
+            None => &mut inner.everywhere,
+        };
+        list.push(Subscriber {
             filter,
             sender,
             dropped: dropped.clone(),
             gaps: gaps.clone(),
         });
-        (dropped, gaps)
+        (dropped, gaps, inner.seq)
     }
 }
 
@@ -371,8 +408,14 @@ mod tests {
     async fn a_dropped_subscription_unsubscribes() {
         let bus = EventBus::new(0);
         drop(bus.subscribe(Filter::default(), Delivery::Bounded(1)));
+        let only_a = Filter {
+            session: Some("a".into()),
+            no_deltas: false,
+        };
+        drop(bus.subscribe(only_a, Delivery::Bounded(1)));
         bus.publish(&turn("a"), delta("x"));
-        assert!(bus.inner.lock().unwrap().subscribers.is_empty());
+        let inner = bus.inner.lock().unwrap();
+        assert!(inner.everywhere.is_empty() && inner.by_session.is_empty());
         assert_eq!(bus.dropped_total(), 0);
     }
 }

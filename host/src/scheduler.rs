@@ -240,6 +240,11 @@ impl Scheduler {
         self.inner.closed.load(Ordering::SeqCst)
     }
 
+    /// The refusal a message gets once [`Scheduler::close`] was called.
+    pub fn refuse_if_closed(&self) -> Result<(), Refused> {
+        self.inner.refuse_if_closed()
+    }
+
     /// Interrupts every running turn; returns how many were reached.
     pub fn interrupt_all(&self, mode: InterruptMode) -> usize {
         let keys: Vec<String> = lock(&self.inner.sessions).keys().cloned().collect();
@@ -315,11 +320,7 @@ impl Inner {
         content: String,
         steer: bool,
     ) -> Result<Accepted, Refused> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Refused::Closed(
-                "the host is shutting down and takes no new messages".into(),
-            ));
-        }
+        self.refuse_if_closed()?;
         let session = self.session(key)?;
         let mut state = session.state();
         if let Some(turn) = &state.active
@@ -356,6 +357,15 @@ impl Inner {
         }
         let turn_id = self.start(session.clone(), &mut state, content);
         Ok(Accepted::Started { turn_id })
+    }
+
+    fn refuse_if_closed(&self) -> Result<(), Refused> {
+        match self.closed.load(Ordering::SeqCst) {
+            true => Err(Refused::Closed(
+                "the host is shutting down and takes no new messages".into(),
+            )),
+            false => Ok(()),
+        }
     }
 
     /// A message that runs as a turn of its own, whatever the session's

@@ -177,8 +177,12 @@ pub async fn serve(
     let stopped = api.inner.stopped.clone();
     let server = axum::serve(listener, api.router())
         .with_graceful_shutdown(async move { stopped.cancelled().await });
-    let server = tokio::spawn(server.into_future());
-    signal.await;
+    let mut server = tokio::spawn(server.into_future());
+    tokio::select! {
+        _ = signal => {}
+        // The listener failed on its own.
+        ended = &mut server => return Ok(ended??),
+    }
     api.shut_down().await;
     server.await??;
     Ok(())

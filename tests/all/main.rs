@@ -11,6 +11,8 @@ mod loading;
 mod reload;
 mod sandbox;
 mod scheduler;
+mod serve;
+mod serve_openai;
 mod sessions;
 mod subturns;
 mod turns;

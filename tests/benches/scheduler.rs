@@ -31,10 +31,10 @@ use wasmclaw::scheduler::{DEFAULT_MAX_PARALLEL, Scheduler, SchedulerConfig};
 use wasmclaw::store::{EventLog, Store};
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::bench::{
-    FAKE_MODEL_FLAG, Row, fake_model_child, micros, ms, print_and_save, proc_status_kb,
-    process_cpu, serve_fake_model, us,
+    FAKE_MODEL_FLAG, Row, add_then_answer, cpu_of, fake_model_child, micros, millis, ms,
+    print_and_save, proc_status_kb, process_cpu, serve_fake_model, us,
 };
-use wasmclaw_tests::fake_model::{self, FakeModel, Options, Reply, Responder};
+use wasmclaw_tests::fake_model::FakeModel;
 
 const SESSIONS: usize = 1000;
 const WARMUP: usize = 200;
@@ -48,18 +48,7 @@ fn main() {
     if args.iter().any(|a| a == FAKE_MODEL_FLAG) {
         // The child: answers every request after 50 ms, with a call of
         // `add` or, after the tool result, the answer.
-        let responder = Responder::new(|body| {
-            let reply = if fake_model::after_tool_result(body) {
-                Reply::text("The sum is 42.")
-            } else {
-                Reply::tool("c1", "add", json!({"a": 40, "b": 2}))
-            };
-            Reply::Delay(MODEL_DELAY, Box::new(reply))
-        });
-        let options = Options {
-            responder: Some(responder),
-            ..Default::default()
-        };
+        let options = add_then_answer(MODEL_DELAY);
         return serve_fake_model(2, options, [], FakeModel::openai_base_url);
     }
     // A socket per running turn, in this process and in the fake model's
@@ -289,21 +278,6 @@ impl Tally {
             self.first_error.as_deref().unwrap_or("none"),
         );
     }
-}
-
-fn millis(d: Duration) -> serde_json::Value {
-    json!(d.as_secs_f64() * 1000.0)
-}
-
-/// The CPU time (user + system) process `pid` has used so far; as
-/// [`process_cpu`], for another process.
-fn cpu_of(pid: u32) -> Duration {
-    let path = format!("/proc/{pid}/stat");
-    let stat = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-    let after = &stat[stat.rfind(')').expect("a stat line") + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
 }
 
 /// The size of the session store's database file and its write-ahead log.

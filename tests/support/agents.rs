@@ -28,7 +28,13 @@ pub fn anthropic(fake: &FakeModel, model: &str, stream: bool) -> ProviderConfig 
     )
 }
 
-fn candidate(kind: ProviderKind, base_url: String, model: &str, stream: bool) -> ProviderConfig {
+/// A candidate of `kind` at `base_url` (a fake model in another process).
+pub fn candidate(
+    kind: ProviderKind,
+    base_url: String,
+    model: &str,
+    stream: bool,
+) -> ProviderConfig {
     ProviderConfig {
         kind,
         model: model.to_string(),

@@ -41,9 +41,24 @@ pub fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// Milliseconds with a fraction, for the figures file.
+pub fn millis(d: Duration) -> Value {
+    json!(d.as_secs_f64() * 1000.0)
+}
+
 /// CPU time (user + system) this process has used so far, all threads.
 pub fn process_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("reading /proc/self/stat");
+    cpu_in("/proc/self/stat")
+}
+
+/// The CPU time (user + system) process `pid` has used so far; as
+/// [`process_cpu`], for another process.
+pub fn cpu_of(pid: u32) -> Duration {
+    cpu_in(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_in(path: &str) -> Duration {
+    let stat = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     // Fields after the command name (which is in parentheses): utime and
     // stime are the 12th and 13th, in clock ticks (100 per second on Linux).
     let after = &stat[stat.rfind(')').expect("a stat line") + 2..];
@@ -69,6 +84,25 @@ pub fn print_and_save(name: &str, rows: &[Row]) {
     let file = out.join(format!("{name}.json"));
     std::fs::write(&file, serde_json::to_string_pretty(&figures).unwrap()).unwrap();
     println!("\nwritten to {}", file.display());
+}
+
+/// The fake model of the scheduler and serve benches: after `delay`, a call
+/// of the echo plugin's `add`, or the answer once the tool result is in (a
+/// two-iteration turn with one tool call).
+pub fn add_then_answer(delay: Duration) -> crate::fake_model::Options {
+    use crate::fake_model::{Options, Reply, Responder, after_tool_result};
+    let responder = Responder::new(move |body| {
+        let reply = if after_tool_result(body) {
+            Reply::text("The sum is 42.")
+        } else {
+            Reply::tool("c1", "add", json!({"a": 40, "b": 2}))
+        };
+        Reply::Delay(delay, Box::new(reply))
+    });
+    Options {
+        responder: Some(responder),
+        ..Default::default()
+    }
 }
 
 /// The flag a bench binary is started with to serve the fake model instead.

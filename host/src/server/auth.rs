@@ -18,7 +18,9 @@ pub async fn require_token(State(api): State<Api>, request: Request, next: Next)
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token);
     match given {
         Some(token) if same(token.trim().as_bytes(), api.config().token.as_bytes()) => {
             next.run(request).await

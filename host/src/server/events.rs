@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 use super::sessions::SessionKey;
 use super::{Api, ApiError};
-use crate::bus::{Delivery, Filter, Received};
+use crate::bus::{Delivery, Filter, Received, Subscription};
 use crate::protocol::{Event, EventBody};
 
 /// Stored events read per query while replaying.
@@ -70,6 +70,16 @@ pub async fn stream(
         ),
         None => query.after,
     };
+    // Subscribed before answering, so a client that sends a message once
+    // the stream is open sees all of its events. Everything after `last`
+    // reaches `live`; everything up to it is (or will be, once flushed) in
+    // the event log.
+    let bus = api.scheduler().agent().bus();
+    let filter = Filter {
+        session: Some(session.clone()),
+        no_deltas: !query.deltas,
+    };
+    let (live, last) = bus.subscribe_after(filter, Delivery::Bounded(api.config().sse_buffer));
     let (tx, mut rx) = mpsc::channel(64);
     let feed = Feed {
         api: api.clone(),
@@ -77,7 +87,7 @@ pub async fn stream(
         deltas: query.deltas,
         tx,
     };
-    tokio::spawn(feed.run(after));
+    tokio::spawn(feed.run(live, after.unwrap_or(last), last));
     let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|e| e.map(Ok)));
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
@@ -94,31 +104,29 @@ struct Feed {
 struct Gone;
 
 impl Feed {
-    async fn run(self, after: Option<u64>) {
+    /// Sends the events after `after`: stored ones up to `upto`, then
+    /// those from `live`.
+    async fn run(self, live: Subscription, after: u64, upto: u64) {
         let metrics = &self.api.inner.metrics;
         metrics.sse_clients.inc();
         let stopped = self.api.inner.stopped.clone();
         tokio::select! {
-            _ = self.forward(after) => {}
+            _ = self.forward(live, after, upto) => {}
             _ = self.tx.closed() => {}
             _ = stopped.cancelled() => {}
         }
         metrics.sse_clients.dec();
     }
 
-    async fn forward(&self, after: Option<u64>) -> Result<(), Gone> {
+    async fn forward(&self, mut live: Subscription, after: u64, upto: u64) -> Result<(), Gone> {
         let bus = self.api.scheduler().agent().bus();
-        let filter = Filter {
-            session: Some(self.session.clone()),
-            no_deltas: !self.deltas,
+        // An id past the last event (from another host's log) starts the
+        // stream at the next event rather than skipping any.
+        let mut last = if after < upto {
+            self.replay(after, upto).await?
+        } else {
+            upto
         };
-        let mut live = bus.subscribe(filter, Delivery::Bounded(self.api.config().sse_buffer));
-        // Everything after this seq reaches `live`; everything up to it is
-        // (or will be, once flushed) in the event log.
-        let mut last = bus.last_seq();
-        if let Some(after) = after {
-            last = self.replay(after, last).await?;
-        }
         while let Some(received) = live.recv().await {
             match received {
                 Received::Event(event) if event.seq > last => {

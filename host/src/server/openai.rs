@@ -13,7 +13,8 @@
 //! iteration, as it came: what the model said before calling tools, then
 //! the final answer; with `stream_options.include_usage`, a last chunk
 //! carries the usage. A turn that fails ends the stream with an `error`
-//! chunk (or, not streamed, a 502). A client that goes away stops its turn.
+//! chunk (or, not streamed, a 502 with `x-should-retry: false`, so OpenAI's
+//! SDKs do not run it again). A client that goes away stops its turn.
 
 use std::convert::Infallible;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -86,6 +87,8 @@ pub async fn completions(
 ) -> Result<Response, ApiError> {
     let Json(request) = body?;
     let (history, input) = conversation(&request)?;
+    // Refused before the history is imported, so nothing is left behind.
+    api.scheduler().refuse_if_closed()?;
     let model = request.model.clone().unwrap_or_else(|| MODEL.to_string());
     let session = format!("openai-{}", uuid::Uuid::now_v7().simple());
     if !history.is_empty() {
@@ -131,11 +134,19 @@ pub async fn completions(
     } else {
         let ended = turn_end(&mut events, &turn_id).await?;
         guard.turn_id = None;
-        if ended.status != TurnStatus::Completed {
-            return Err(failed(ended.status, &ended.reason));
+        if ended.status == TurnStatus::Completed {
+            let answer = ended.answer.unwrap_or_default();
+            Json(reply.completion(answer, &ended.reason, ended.usage)).into_response()
+        } else {
+            // OpenAI's SDKs retry a 5xx (twice by default), which would run
+            // the turn, tools and all, again: they obey this header.
+            let mut response = failed(ended.status, &ended.reason).into_response();
+            response.headers_mut().insert(
+                HeaderName::from_static("x-should-retry"),
+                HeaderValue::from_static("false"),
+            );
+            response
         }
-        let answer = ended.answer.unwrap_or_default();
-        Json(reply.completion(answer, &ended.reason, ended.usage)).into_response()
     };
     response.headers_mut().insert(
         HeaderName::from_static("x-wasmclaw-session"),
