@@ -105,7 +105,7 @@ struct Queued {
     content: String,
 }
 
-/// A running turn and its running SubTurns, as [`Scheduler::live_tree`]
+/// A running turn and its running SubTurns, as [`Scheduler::live`]
 /// shows them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LiveTurn {

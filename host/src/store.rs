@@ -19,10 +19,12 @@
 //! # The file
 //!
 //! The database runs in WAL mode with `synchronous=NORMAL`, a 5 s busy timeout
-//! and foreign keys on. Its schema is versioned with `PRAGMA user_version`:
+//! and foreign keys on; the write-ahead log is checkpointed by a thread of its
+//! own, so no commit waits for the disk. Its schema is versioned with `PRAGMA user_version`:
 //! `MIGRATIONS` is applied in order, the pending ones in one transaction.
 //! SQLite work is blocking, so every async method runs it on the blocking pool.
 
+mod checkpoint;
 mod event_log;
 mod tree;
 
@@ -148,6 +150,8 @@ pub struct Store {
     /// the async side instead of each holding a pool thread that waits for
     /// the connection (hundreds of threads under many sessions).
     gate: Arc<tokio::sync::Semaphore>,
+    /// Keeps the checkpoint thread of a file store running.
+    _checkpoints: Option<Arc<std::sync::mpsc::Sender<()>>>,
 }
 
 impl fmt::Debug for Store {
@@ -169,7 +173,11 @@ impl Store {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        Store::setup(Connection::open(path)?)
+        let mut store = Store::setup(Connection::open(path)?)?;
+        // Checkpoints happen on a thread of their own, not in a commit.
+        lock(&store.conn).pragma_update(None, "wal_autocheckpoint", 0)?;
+        store._checkpoints = Some(Arc::new(checkpoint::spawn(path)?));
+        Ok(store)
     }
 
     /// A store that lives and dies with the process (tests, throwaway runs).
@@ -194,6 +202,7 @@ impl Store {
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
             gate: Arc::new(tokio::sync::Semaphore::new(1)),
+            _checkpoints: None,
         })
     }
 
