@@ -45,7 +45,7 @@ url=$(sed -n 's/^wasmclaw serving on //p' "$out")
 api() { printf '\n\033[1m$ curl %s\033[0m\n' "$*" >&2; curl -sS -H 'authorization: Bearer demo-token' -H 'content-type: application/json' "$@"; echo; }
 api -d '{"content": "Plan the garden party over HTTP"}' "$url/v1/sessions/web/messages?wait=true"
 # The session's events from the start (Last-Event-ID: 0), as `seq type`:
-api --max-time 1 -H 'last-event-id: 0' "$url/v1/sessions/web/events?deltas=false" \
+api --no-show-error --max-time 1 -H 'last-event-id: 0' "$url/v1/sessions/web/events?deltas=false" \
   | sed -n 's/^data: {"seq":\([0-9]*\),.*"parent_turn_id":[^,]*,"type":"\([a-z_]*\)".*/\1 \2/p' | tr '\n' ',' || true
 api -d '{"messages": [{"role": "user", "content": "Plan the garden party, OpenAI style"}]}' "$url/v1/chat/completions"
 api "$url/metrics" | grep -E '^wasmclaw_(turns_total|tool_calls_total)' || true
