@@ -94,6 +94,16 @@ struct Subscriber {
     gaps: Gaps,
 }
 
+impl Subscriber {
+    /// Its subscription was dropped.
+    fn is_closed(&self) -> bool {
+        match &self.sender {
+            Sender::Lossless(tx) => tx.is_closed(),
+            Sender::Bounded(tx) => tx.is_closed(),
+        }
+    }
+}
+
 struct Inner {
     seq: u64,
     /// Subscribers to every session.
@@ -154,6 +164,9 @@ impl EventBus {
 
     /// Hands `event` to `sub` if it wants it; false when `sub` is gone.
     fn deliver(&self, sub: &Subscriber, event: &Arc<Event>) -> bool {
+        if sub.is_closed() {
+            return false;
+        }
         if !sub.filter.wants(event) {
             return true;
         }
@@ -229,6 +242,13 @@ impl EventBus {
         let dropped = Arc::new(AtomicU64::new(0));
         let gaps = Gaps::default();
         let mut inner = self.inner.lock().unwrap();
+        // A subscriber to a session that went quiet is not reached by
+        // `publish` again: those that are gone are let go of here.
+        inner.everywhere.retain(|sub| !sub.is_closed());
+        inner.by_session.retain(|_, subs| {
+            subs.retain(|sub| !sub.is_closed());
+            !subs.is_empty()
+        });
         let list = match &filter.session {
             Some(session) => inner.by_session.entry(session.clone()).or_default(),
             None => &mut inner.everywhere,
@@ -407,15 +427,24 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_subscription_unsubscribes() {
         let bus = EventBus::new(0);
-        drop(bus.subscribe(Filter::default(), Delivery::Bounded(1)));
-        let only_a = Filter {
-            session: Some("a".into()),
+        let only = |session: &str| Filter {
+            session: Some(session.into()),
             no_deltas: false,
         };
-        drop(bus.subscribe(only_a, Delivery::Bounded(1)));
+        let all = bus.subscribe(Filter::default(), Delivery::Bounded(1));
+        let a = bus.subscribe(only("a"), Delivery::Bounded(1));
+        drop((all, a));
+        // Publishing lets go of the subscribers it reaches...
         bus.publish(&turn("a"), delta("x"));
+        {
+            let inner = bus.inner.lock().unwrap();
+            assert!(inner.everywhere.is_empty() && inner.by_session.is_empty());
+        }
+        // ...and subscribing, of those of sessions that went quiet.
+        drop(bus.subscribe(only("quiet"), Delivery::Bounded(1)));
+        let _b = bus.subscribe(only("b"), Delivery::Bounded(1));
         let inner = bus.inner.lock().unwrap();
-        assert!(inner.everywhere.is_empty() && inner.by_session.is_empty());
+        assert_eq!(inner.by_session.keys().collect::<Vec<_>>(), ["b"]);
         assert_eq!(bus.dropped_total(), 0);
     }
 }

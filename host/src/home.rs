@@ -41,12 +41,12 @@ impl Home {
         self.root.join("sessions.db")
     }
 
-    /// Where compiled plugin code is cached.
     /// The HTTP API's bearer token, made at the first `wasmclaw serve`.
     pub fn api_token(&self) -> PathBuf {
         self.root.join("api-token")
     }
 
+    /// Where compiled plugin code is cached.
     pub fn cache_dir(&self) -> PathBuf {
         self.root.join("cache")
     }

@@ -320,9 +320,11 @@ impl Inner {
         content: String,
         steer: bool,
     ) -> Result<Accepted, Refused> {
-        self.refuse_if_closed()?;
         let session = self.session(key)?;
         let mut state = session.state();
+        // Checked under the session's lock, which shutdown's interrupts
+        // take too: a turn started here is one they reach or wait for.
+        self.refuse_if_closed()?;
         if let Some(turn) = &state.active
             && (steer || state.policy == Policy::Steer)
         {
@@ -452,6 +454,27 @@ impl Inner {
         turn_id
     }
 
+    /// Ends the turns of follow-ups dropped before they ran: each id handed
+    /// out gets its `turn_end` (`aborted`, `not run: REASON`), so whoever
+    /// waits for it is answered.
+    fn not_run(&self, session: &Session, dropped: Vec<Queued>, reason: &str) {
+        for q in dropped {
+            let scope = Scope {
+                session: Some(session.key.clone()),
+                turn_id: Some(q.turn_id),
+                parent_turn_id: None,
+            };
+            let end = EventBody::TurnEnd {
+                status: crate::protocol::TurnStatus::Aborted,
+                reason: format!("not run: {reason}"),
+                iterations: 0,
+                usage: crate::llm::Usage::default(),
+                answer: None,
+            };
+            self.agent.bus.publish(&scope, end);
+        }
+    }
+
     /// Publishes `follow_up_queued`, with the id the turn will have.
     fn queued(&self, session: &Session, turn_id: &str, content: String, position: usize) {
         let scope = Scope {
@@ -510,7 +533,8 @@ impl Inner {
             }
             state.active = None;
             if self.closed.load(Ordering::SeqCst) {
-                for q in state.queue.drain(..) {
+                let dropped: Vec<Queued> = state.queue.drain(..).collect();
+                for q in &dropped {
                     tracing::warn!(
                         session = session.key,
                         turn_id = q.turn_id,
@@ -518,6 +542,7 @@ impl Inner {
                         q.content
                     );
                 }
+                self.not_run(&session, dropped, "the host shut down before it ran");
             }
             let Some(next) = state.queue.pop_front() else {
                 state.busy = false;
@@ -571,11 +596,15 @@ impl Inner {
         if !state.active.as_ref().is_some_and(|a| Arc::ptr_eq(a, &turn)) {
             return Err(no_active());
         }
+        let mut dropped = Vec::new();
         let discarded = turn
             .interrupt(mode, &self.agent.bus, || {
-                state.queue.drain(..).map(|q| q.content).collect()
+                dropped = state.queue.drain(..).collect();
+                dropped.iter().map(|q| q.content.clone()).collect()
             })
             .map_err(|_| no_active())?;
+        let reason = format!("a hard interrupt of turn {} discarded it", turn.id);
+        self.not_run(&session, dropped, &reason);
         Ok(Accepted::Interrupted {
             turn_id: turn.id.clone(),
             discarded,

@@ -175,7 +175,12 @@ impl Store {
         }
         let mut store = Store::setup(Connection::open(path)?)?;
         // Checkpoints happen on a thread of their own, not in a commit.
-        lock(&store.conn).pragma_update(None, "wal_autocheckpoint", 0)?;
+        {
+            let conn = lock(&store.conn);
+            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+            // The writer trims the log after a checkpoint, to this size.
+            conn.pragma_update(None, "journal_size_limit", checkpoint::LOG_SIZE_LIMIT)?;
+        }
         store._checkpoints = Some(Arc::new(checkpoint::spawn(path)?));
         Ok(store)
     }

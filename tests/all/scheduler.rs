@@ -17,9 +17,7 @@ use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, drain, kinds, openai, until};
-use wasmclaw_tests::fake_model::{
-    FakeModel, Options, Reply, Responder, ToolCallReply, after_tool_result,
-};
+use wasmclaw_tests::fake_model::{FakeModel, Reply, ToolCallReply, fake_model};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -36,27 +34,6 @@ fn interrupt(target: Target, mode: InterruptMode) -> Op {
 
 fn session(key: &str) -> Target {
     Target::Session(key.into())
-}
-
-/// A fake model that answers every request with `respond(last user text,
-/// whether the request ends with a tool result)`.
-async fn fake_model(respond: impl Fn(&str, bool) -> Reply + Send + Sync + 'static) -> FakeModel {
-    let responder = Responder::new(move |body: &Value| {
-        let last_user = body["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|m| m["role"] == "user")
-            .filter_map(|m| m["content"].as_str())
-            .next_back()
-            .unwrap_or_default();
-        respond(last_user, after_tool_result(body))
-    });
-    let options = Options {
-        responder: Some(responder),
-        ..Options::default()
-    };
-    FakeModel::start_with(options, []).await
 }
 
 /// The echo and hostile fixtures; hostile may run for a minute per call.

@@ -14,31 +14,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use wasmclaw::bus::Scope;
 use wasmclaw::protocol::{Event, EventBody};
 use wasmclaw::server::ServerConfig;
-use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder, after_tool_result};
+use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder, fake_model};
 use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
 use wasmclaw_tests::{PluginDir, agents, eventually, wasmclaw_bin};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A fake model that answers `respond(last user text, after a tool result)`.
-async fn fake_model(respond: impl Fn(&str, bool) -> Reply + Send + Sync + 'static) -> FakeModel {
-    let responder = Responder::new(move |body: &Value| {
-        let last_user = body["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|m| m["role"] == "user")
-            .filter_map(|m| m["content"].as_str())
-            .next_back()
-            .unwrap_or_default();
-        respond(last_user, after_tool_result(body))
-    });
-    let options = Options {
-        responder: Some(responder),
-        ..Options::default()
-    };
-    FakeModel::start_with(options, []).await
-}
 
 /// The answer every test model gives: one `add` call, then `answer to X`.
 fn add_then_answer(last_user: &str, after_tool: bool) -> Reply {
@@ -136,7 +116,7 @@ async fn messages_start_steer_or_queue_turns_and_wait_returns_the_answer() {
     let fake = fake_model(|last_user, after_tool| {
         let reply = add_then_answer(last_user, after_tool);
         if last_user == "slow" && !after_tool {
-            Reply::Delay(Duration::from_millis(600), Box::new(reply))
+            Reply::Delay(Duration::from_millis(1500), Box::new(reply))
         } else {
             reply
         }
@@ -254,7 +234,8 @@ async fn the_event_stream_resumes_after_a_dropped_connection_losing_nothing() {
     )
     .await;
     let second = second["turn_id"].as_str().unwrap().to_string();
-    seen.push(stream.next().await.unwrap());
+    let next = tokio::time::timeout(LIMIT, stream.next()).await.unwrap();
+    seen.push(next.unwrap());
     drop(stream);
     // ...which, and a third, go on without the client.
     let (_, third) = post(
@@ -340,12 +321,42 @@ async fn a_client_that_falls_behind_is_refilled_from_the_event_log() {
 async fn interrupts_name_the_session_or_the_turn() {
     let fake = fake_model(|last_user, after_tool| {
         let reply = add_then_answer(last_user, after_tool);
-        Reply::Delay(Duration::from_millis(300), Box::new(reply))
+        Reply::Delay(Duration::from_millis(1500), Box::new(reply))
     })
     .await;
     let (server, _dir) = server(&fake, Setup::default()).await;
     let (_, started) = post(&server, "/v1/sessions/i/messages", json!({"content": "go"})).await;
     let turn_id = started["turn_id"].as_str().unwrap().to_string();
+    // A follow-up waits behind the turn, and its sender waits for its end.
+    post(
+        &server,
+        "/v1/sessions/i/policy",
+        json!({"policy": "follow_up"}),
+    )
+    .await;
+    let waiter = {
+        let (client, url) = (
+            server.client(),
+            server.at("/v1/sessions/i/messages?wait=true"),
+        );
+        tokio::spawn(async move {
+            let response = client.post(url).json(&json!({"content": "next"})).send();
+            response.await.unwrap().json::<Value>().await.unwrap()
+        })
+    };
+    assert!(
+        eventually(LIMIT, || {
+            server
+                .api
+                .scheduler()
+                .live("i")
+                .is_some_and(|l| l.queued.len() == 1)
+        })
+        .await
+    );
+    let queued = server.api.scheduler().live("i").unwrap().queued[0]
+        .0
+        .clone();
 
     let (status, body) = post(
         &server,
@@ -370,7 +381,16 @@ async fn interrupts_name_the_session_or_the_turn() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body,
-        json!({"turn_id": turn_id, "mode": "hard", "discarded": []})
+        json!({"turn_id": turn_id, "mode": "hard", "discarded": ["next"]})
+    );
+    // The dropped follow-up's turn is answered as not run.
+    let answer = tokio::time::timeout(LIMIT, waiter).await.unwrap().unwrap();
+    assert_eq!(
+        answer,
+        json!({
+            "turn_id": queued, "disposition": "queued", "position": 1, "status": "aborted",
+            "reason": format!("not run: a hard interrupt of turn {turn_id} discarded it"),
+        })
     );
     let scheduler = server.api.scheduler().clone();
     tokio::time::timeout(LIMIT, scheduler.until_idle("i"))
@@ -723,7 +743,7 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
             Reply::text("wrapped up")
         } else {
             let call = Reply::tool("c1", "add", json!({"a": 1, "b": 2}));
-            Reply::Delay(Duration::from_millis(400), Box::new(call))
+            Reply::Delay(Duration::from_millis(1500), Box::new(call))
         }
     });
     let options = Options {
@@ -746,7 +766,10 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
             (response.status(), response.json::<Value>().await.unwrap())
         })
     };
-    let (_, begin, _) = stream.next().await.unwrap();
+    let (_, begin, _) = tokio::time::timeout(LIMIT, stream.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(begin.body.kind(), "turn_begin");
     let turn_id = begin.turn_id.clone().unwrap();
     let api = server.api.clone();

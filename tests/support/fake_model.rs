@@ -108,6 +108,30 @@ pub fn after_tool_result(body: &Value) -> bool {
             .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
 }
 
+/// A fake model that answers every request with `respond(last user text,
+/// whether the request ends with a tool result)`, for tests with many turns
+/// whose requests come in no known order.
+pub async fn fake_model(
+    respond: impl Fn(&str, bool) -> Reply + Send + Sync + 'static,
+) -> FakeModel {
+    let responder = Responder::new(move |body: &Value| {
+        let last_user = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str())
+            .next_back()
+            .unwrap_or_default();
+        respond(last_user, after_tool_result(body))
+    });
+    let options = Options {
+        responder: Some(responder),
+        ..Options::default()
+    };
+    FakeModel::start_with(options, []).await
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
     /// OpenAI streaming: repeat the function name (and id) in every tool-call

@@ -75,6 +75,13 @@ pub fn load_or_create(path: &Path) -> Result<(String, bool)> {
             .open(path)
             .with_context(|| format!("creating {}", path.display()))?
     };
+    // `mode` applies only to a file it creates: an empty one found there
+    // may be readable by others.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("making {} readable by its owner only", path.display()))?;
+    }
     writeln!(file, "{token}").with_context(|| format!("writing {}", path.display()))?;
     Ok((token, true))
 }

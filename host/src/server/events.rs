@@ -113,7 +113,13 @@ impl Feed {
         tokio::select! {
             _ = self.forward(live, after, upto) => {}
             _ = self.tx.closed() => {}
-            _ = stopped.cancelled() => {}
+            // Once the host has stopped, `forward` sends what its
+            // subscription holds and ends; a client too slow to take it
+            // gets 5 s.
+            _ = async {
+                stopped.cancelled().await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            } => {}
         }
         metrics.sse_clients.dec();
     }
@@ -127,7 +133,17 @@ impl Feed {
         } else {
             upto
         };
-        while let Some(received) = live.recv().await {
+        let stopped = &self.api.inner.stopped;
+        loop {
+            // Events before the host stopped are all in `live` by then.
+            let received = tokio::select! {
+                biased;
+                received = live.recv() => received,
+                _ = stopped.cancelled() => live.try_recv(),
+            };
+            let Some(received) = received else {
+                return Ok(());
+            };
             match received {
                 Received::Event(event) if event.seq > last => {
                     self.send(&event).await?;
@@ -141,7 +157,6 @@ impl Feed {
                 }
             }
         }
-        Ok(())
     }
 
     /// Sends the stored events after `after`, once the log holds everything

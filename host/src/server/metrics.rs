@@ -131,13 +131,14 @@ impl Metrics {
                 }
             }
             EventBody::TurnEnd { status, .. } => {
-                self.turns_running.dec();
                 let labels = TurnLabels {
                     kind,
                     status: status.as_str(),
                 };
                 self.turns.get_or_create(&labels).inc();
+                // A queued turn dropped before it ran never began.
                 if let Some(at) = event.turn_id.as_ref().and_then(|id| begun.remove(id)) {
+                    self.turns_running.dec();
                     let took = at.elapsed().as_secs_f64();
                     self.turn_seconds.get_or_create(&labels).observe(took);
                 }

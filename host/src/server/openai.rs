@@ -132,7 +132,7 @@ pub async fn completions(
             .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
             .into_response()
     } else {
-        let ended = turn_end(&mut events, &turn_id).await?;
+        let ended = turn_end(&api, &mut events, &turn_id).await?;
         guard.turn_id = None;
         if ended.status == TurnStatus::Completed {
             let answer = ended.answer.unwrap_or_default();

@@ -15,8 +15,8 @@
 //!   recorded session.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -84,41 +84,63 @@ pub struct MessageAnswer {
     pub answer: Option<String>,
 }
 
+/// A message or a steer request, as the two routes take it.
+pub struct MessageRequest {
+    session: String,
+    content: String,
+    wait: bool,
+}
+
+impl<S: Send + Sync> FromRequest<S> for MessageRequest {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let (mut parts, body) = request.into_parts();
+        let SessionKey(session) = SessionKey::from_request_parts(&mut parts, state).await?;
+        let Query(query) = Query::<WaitQuery>::from_request_parts(&mut parts, state).await?;
+        let request = Request::from_parts(parts, body);
+        let Json(body) = Json::<MessageBody>::from_request(request, state).await?;
+        if body.content.trim().is_empty() {
+            return Err(ApiError::bad_request("`content` is empty"));
+        }
+        Ok(MessageRequest {
+            session,
+            content: body.content,
+            wait: query.wait,
+        })
+    }
+}
+
 pub async fn message(
     State(api): State<Api>,
-    SessionKey(session): SessionKey,
-    query: Result<Query<WaitQuery>, QueryRejection>,
-    body: Result<Json<MessageBody>, JsonRejection>,
+    m: MessageRequest,
 ) -> Result<Json<MessageAnswer>, ApiError> {
-    let (Query(query), Json(body)) = (query?, body?);
-    let content = non_empty(body.content)?;
-    submit(&api, Op::UserMessage { session, content }, query.wait).await
+    let op = Op::UserMessage {
+        session: m.session.clone(),
+        content: m.content,
+    };
+    submit(&api, m.session, op, m.wait).await
 }
 
 pub async fn steer(
     State(api): State<Api>,
-    SessionKey(session): SessionKey,
-    query: Result<Query<WaitQuery>, QueryRejection>,
-    body: Result<Json<MessageBody>, JsonRejection>,
+    m: MessageRequest,
 ) -> Result<Json<MessageAnswer>, ApiError> {
-    let (Query(query), Json(body)) = (query?, body?);
-    let content = non_empty(body.content)?;
-    submit(&api, Op::Steer { session, content }, query.wait).await
-}
-
-fn non_empty(content: String) -> Result<String, ApiError> {
-    if content.trim().is_empty() {
-        return Err(ApiError::bad_request("`content` is empty"));
-    }
-    Ok(content)
-}
-
-/// Submits a message; with `wait`, answers when its turn has ended.
-async fn submit(api: &Api, op: Op, wait: bool) -> Result<Json<MessageAnswer>, ApiError> {
-    let session = match &op {
-        Op::UserMessage { session, .. } | Op::Steer { session, .. } => session.clone(),
-        _ => unreachable!("only messages are submitted here"),
+    let op = Op::Steer {
+        session: m.session.clone(),
+        content: m.content,
     };
+    submit(&api, m.session, op, m.wait).await
+}
+
+/// Submits a message for `session`; with `wait`, answers when its turn has
+/// ended.
+async fn submit(
+    api: &Api,
+    session: String,
+    op: Op,
+    wait: bool,
+) -> Result<Json<MessageAnswer>, ApiError> {
     // Subscribed before submitting, so the turn's end cannot be missed.
     let mut events = wait.then(|| {
         let filter = Filter {
@@ -137,7 +159,7 @@ async fn submit(api: &Api, op: Op, wait: bool) -> Result<Json<MessageAnswer>, Ap
         other => unreachable!("a message is not answered with {other:?}"),
     };
     if let Some(events) = &mut events {
-        let ended = turn_end(events, &answer.turn_id).await?;
+        let ended = turn_end(api, events, &answer.turn_id).await?;
         answer.status = Some(ended.status);
         answer.reason = Some(ended.reason);
         answer.answer = ended.answer;
@@ -164,9 +186,23 @@ pub(super) struct Ended {
     pub usage: Usage,
 }
 
-/// Waits for `turn_end` of `turn_id`.
-pub(super) async fn turn_end(events: &mut Subscription, turn_id: &str) -> Result<Ended, ApiError> {
-    while let Some(received) = events.recv().await {
+/// Waits for `turn_end` of `turn_id` (every turn id handed out gets one,
+/// even a queued turn dropped before it ran), or for the host to stop.
+pub(super) async fn turn_end(
+    api: &Api,
+    events: &mut Subscription,
+    turn_id: &str,
+) -> Result<Ended, ApiError> {
+    loop {
+        let received = tokio::select! {
+            // The turn's end, if published before the host stopped, wins.
+            biased;
+            received = events.recv() => received,
+            _ = api.inner.stopped.cancelled() => None,
+        };
+        let Some(received) = received else {
+            break;
+        };
         if let Received::Event(event) = received
             && event.turn_id.as_deref() == Some(turn_id)
             && let EventBody::TurnEnd {

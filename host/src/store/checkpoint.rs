@@ -17,7 +17,8 @@ use rusqlite::Connection;
 /// How often the log is checkpointed.
 const EVERY: Duration = Duration::from_secs(1);
 
-/// The log is truncated to this size after a checkpoint if it grew past it.
+/// The log is trimmed to this size (by the store's writing connection)
+/// once a checkpoint has emptied it, if it grew past it.
 pub const LOG_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
 /// Checkpoints the database at `path` until the returned sender (and every
@@ -25,7 +26,6 @@ pub const LOG_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 pub fn spawn(path: &Path) -> Result<mpsc::Sender<()>> {
     let conn = Connection::open(path)
         .with_context(|| format!("opening {} for checkpoints", path.display()))?;
-    conn.pragma_update(None, "journal_size_limit", LOG_SIZE_LIMIT)?;
     let (keep, stop) = mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("wasmclaw-checkpoint".into())
