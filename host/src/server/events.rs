@@ -100,7 +100,8 @@ struct Feed {
     tx: mpsc::Sender<SseEvent>,
 }
 
-/// The client went away, or the host is stopping.
+/// The stream cannot go on: the client went away, or the event log could
+/// not be read.
 struct Gone;
 
 impl Feed {
