@@ -296,13 +296,27 @@ impl Reply {
     }
 
     fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> SseEvent {
-        self.event(json!({
+        let choice = json!({ "index": 0, "delta": delta, "finish_reason": finish_reason });
+        self.chunk_of(json!({ "choices": [choice] }))
+    }
+
+    /// The last chunk of a stream that asked for the usage: no choices.
+    fn usage_chunk(&self, usage: Usage) -> SseEvent {
+        self.chunk_of(json!({ "choices": [], "usage": usage_json(usage) }))
+    }
+
+    /// A `chat.completion.chunk` with `fields` (an object) added.
+    fn chunk_of(&self, fields: Value) -> SseEvent {
+        let mut body = json!({
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
-            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }],
-        }))
+        });
+        if let (Some(body), Value::Object(fields)) = (body.as_object_mut(), fields) {
+            body.extend(fields);
+        }
+        self.event(body)
     }
 
     fn event(&self, body: Value) -> SseEvent {
@@ -382,14 +396,7 @@ async fn stream(
                     }
                     chunks.push(reply.chunk(json!({}), Some(finish_reason(reason))));
                     if include_usage {
-                        chunks.push(reply.event(json!({
-                            "id": reply.id,
-                            "object": "chat.completion.chunk",
-                            "created": reply.created,
-                            "model": reply.model,
-                            "choices": [],
-                            "usage": usage_json(*usage),
-                        })));
+                        chunks.push(reply.usage_chunk(*usage));
                     }
                 }
                 chunks.push(SseEvent::default().data("[DONE]"));
