@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 use crate::bus::{EventBus, Scope};
+use crate::hooks::{HookSet, ObserverStats, Observers};
 use crate::llm::{Chain, ToolDef, Usage};
 use crate::plugin::Plugins;
 use crate::plugin::catalog::{Catalog, PluginChange};
@@ -79,14 +80,18 @@ pub struct Agent {
     /// Whoever runs the sessions (the scheduler), told about follow-up
     /// turns and SubTurns.
     sessions: Mutex<Option<Arc<dyn SessionHooks>>>,
-    /// Every tool on offer, built once per plugin set.
-    tool_defs: Mutex<Option<BuiltTools>>,
+    /// Every tool on offer and every hook, built once per plugin set.
+    built: Mutex<Option<Built>>,
+    /// The `on-event` hooks.
+    observers: Arc<Observers>,
 }
 
-/// The tool list offered to the model, and the plugin set it was built for.
-struct BuiltTools {
+/// What is built from a plugin set: the tool list offered to the model and
+/// the hooks.
+struct Built {
     catalog: Arc<Catalog>,
     defs: Arc<Vec<ToolDef>>,
+    hooks: Arc<HookSet>,
 }
 
 /// What the agent tells whoever runs its sessions (the scheduler). Called
@@ -108,6 +113,8 @@ impl Agent {
         store: Store,
         config: AgentConfig,
     ) -> Agent {
+        let observers = Arc::new(Observers::new(bus.clone()));
+        observers.refresh(&plugins.catalog());
         Agent {
             plugins,
             llm,
@@ -116,20 +123,47 @@ impl Agent {
             subturn_slots: Arc::new(Semaphore::new(config.subturns.total)),
             config,
             sessions: Mutex::new(None),
-            tool_defs: Mutex::new(None),
+            built: Mutex::new(None),
+            observers,
         }
     }
 
     /// Every tool on offer now: the plugins' and the built-in ones (which
     /// take precedence over a plugin tool of the same name).
     pub fn tool_defs(&self) -> Arc<Vec<ToolDef>> {
+        self.with_built(|built| built.defs.clone())
+    }
+
+    /// The hooks of the current plugin set.
+    pub fn hooks(&self) -> Arc<HookSet> {
+        self.with_built(|built| built.hooks.clone())
+    }
+
+    /// What each `on-event` hook delivered, dropped and failed.
+    pub fn observer_stats(&self) -> Vec<ObserverStats> {
+        self.observers.stats()
+    }
+
+    /// `f` of what is built from the current plugin set, built first if the
+    /// set changed.
+    fn with_built<T>(&self, f: impl FnOnce(&Built) -> T) -> T {
         let catalog = self.plugins.catalog();
-        let mut cache = self.tool_defs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(built) = &*cache
-            && Arc::ptr_eq(&built.catalog, &catalog)
-        {
-            return built.defs.clone();
+        let mut cache = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        match &*cache {
+            Some(built) if Arc::ptr_eq(&built.catalog, &catalog) => f(built),
+            _ => {
+                self.observers.refresh(&catalog);
+                let built = cache.insert(Built {
+                    defs: Self::build_tool_defs(&catalog),
+                    hooks: Arc::new(HookSet::build(&catalog)),
+                    catalog,
+                });
+                f(built)
+            }
         }
+    }
+
+    fn build_tool_defs(catalog: &Catalog) -> Arc<Vec<ToolDef>> {
         let builtins = subturn::builtin_tools();
         let from_plugins = catalog.tools().into_iter().map(|t| ToolDef {
             name: t.name.clone(),
@@ -140,12 +174,7 @@ impl Agent {
             .filter(|t| !builtins.iter().any(|b| b.name == t.name))
             .chain(builtins.iter().cloned())
             .collect();
-        let defs = Arc::new(defs);
-        *cache = Some(BuiltTools {
-            catalog,
-            defs: defs.clone(),
-        });
-        defs
+        Arc::new(defs)
     }
 
     /// Tells `hooks` (the scheduler that runs this agent's turns; the last
@@ -154,7 +183,7 @@ impl Agent {
         *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = Some(hooks);
     }
 
-    fn hooks(&self) -> Option<Arc<dyn SessionHooks>> {
+    fn sessions(&self) -> Option<Arc<dyn SessionHooks>> {
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -164,7 +193,7 @@ impl Agent {
     /// Runs `content` as a turn of its own on `session`. Without a scheduler
     /// there is no one to run it: it is logged.
     pub(crate) fn follow_up(&self, session: &str, content: String) {
-        match self.hooks() {
+        match self.sessions() {
             Some(hooks) => hooks.follow_up(session, content),
             None => tracing::warn!(
                 session,
@@ -174,13 +203,13 @@ impl Agent {
     }
 
     pub(crate) fn subturn_started(&self, session: &str) {
-        if let Some(hooks) = self.hooks() {
+        if let Some(hooks) = self.sessions() {
             hooks.subturn_started(session);
         }
     }
 
     pub(crate) fn subturn_ended(&self, session: &str) {
-        if let Some(hooks) = self.hooks() {
+        if let Some(hooks) = self.sessions() {
             hooks.subturn_ended(session);
         }
     }
@@ -221,8 +250,11 @@ impl Agent {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let handle = self.plugins.watch(Some(tx))?;
         let bus = self.bus.clone();
+        let (plugins, observers) = (self.plugins.clone(), self.observers.clone());
         tokio::spawn(async move {
             while let Some(changes) = rx.recv().await {
+                // Observers of a new plugin see its own `plugin_loaded`.
+                observers.refresh(&plugins.catalog());
                 for change in changes {
                     publish_plugin_change(&bus, change);
                 }

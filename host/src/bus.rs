@@ -57,11 +57,16 @@ pub struct Filter {
     pub session: Option<String>,
     /// Skip `llm_delta` events.
     pub no_deltas: bool,
+    /// Only these kinds (`turn_end`, ...); empty: every kind.
+    pub kinds: Vec<String>,
 }
 
 impl Filter {
     fn wants(&self, event: &Event) -> bool {
         if self.no_deltas && matches!(event.body, EventBody::LlmDelta { .. }) {
+            return false;
+        }
+        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| k == event.body.kind()) {
             return false;
         }
         match &self.session {
@@ -376,6 +381,7 @@ mod tests {
             Filter {
                 session: Some("b".into()),
                 no_deltas: false,
+                ..Default::default()
             },
             Delivery::Lossless,
         );
@@ -430,6 +436,7 @@ mod tests {
         let only = |session: &str| Filter {
             session: Some(session.into()),
             no_deltas: false,
+            ..Default::default()
         };
         let all = bus.subscribe(Filter::default(), Delivery::Bounded(1));
         let a = bus.subscribe(only("a"), Delivery::Bounded(1));

@@ -7,6 +7,8 @@
 //! - [`scheduler`]: sessions and their turns: ordering per session, parallel
 //!   sessions, steering, follow-ups and interrupts.
 //! - [`agent`]: turns: the loop of model calls and tool calls.
+//! - [`hooks`]: hook plugins at fixed points of every turn: the chain of
+//!   `before-*` and `after-*` hooks, and `on-event` observers.
 //! - [`llm`]: model providers (OpenAI-compatible, Anthropic, scripted) and the
 //!   fallback chain.
 //! - [`store`]: sessions' history, turns and the event log, in SQLite.
@@ -23,6 +25,7 @@ pub mod agent;
 pub mod bus;
 pub mod cli;
 pub mod home;
+pub mod hooks;
 pub mod llm;
 pub mod plugin;
 pub mod protocol;

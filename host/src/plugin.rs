@@ -15,6 +15,8 @@
 //! - [`tools`]: tool specs: name rules, schemas, argument validation.
 //! - [`catalog`]: the loaded plugin set and which plugin owns which tool.
 //! - [`call`]: one tool call, from arguments to result or [`ToolError`].
+//! - [`subscriptions`]: the points a hook plugin hooks.
+//! - [`hook_call`]: one hook call in a fresh instance.
 //! - [`watch`]: picking up files added, replaced or removed while running.
 
 pub mod bindings;
@@ -24,10 +26,13 @@ pub mod catalog;
 pub mod engine;
 pub mod error;
 pub mod grants;
+pub mod hook_call;
+pub mod hook_settings;
 pub mod loader;
 pub mod output;
 pub mod sandbox;
 pub mod spawn;
+pub mod subscriptions;
 pub mod tools;
 pub mod watch;
 
@@ -36,3 +41,4 @@ pub use catalog::{Catalog, PluginStatus, Plugins};
 pub use engine::{Runtime, RuntimeConfig};
 pub use error::{ErrorKind, ToolError};
 pub use grants::{Grants, Limits};
+pub use subscriptions::{HookPoint, Subscription};

@@ -14,6 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::plugin::subscriptions::HookPoint;
+
 use crate::llm::{FinishReason, Usage};
 
 /// A request to the core.
@@ -264,6 +266,38 @@ pub enum EventBody {
     PluginUnloaded {
         plugin: String,
     },
+    /// A hook changed what happens: denied a tool call or a model request,
+    /// rewrote a call's arguments, answered in place of a tool, or replaced
+    /// a request, a response or a result.
+    HookDecision {
+        /// The hook plugin's name.
+        hook: String,
+        point: HookPoint,
+        decision: HookVerdict,
+        /// Tool points: the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        /// `deny`: the hook's reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// `rewrite`: the arguments the tool is called with.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<String>,
+    },
+    /// A hook failed (trapped, ran out of time or memory, or returned
+    /// something the host refuses), and what the host did about it.
+    HookError {
+        hook: String,
+        point: HookPoint,
+        error: String,
+        effect: HookEffect,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+    },
 }
 
 impl EventBody {
@@ -289,8 +323,68 @@ impl EventBody {
             EventBody::PluginLoaded { .. } => "plugin_loaded",
             EventBody::PluginFailed { .. } => "plugin_failed",
             EventBody::PluginUnloaded { .. } => "plugin_unloaded",
+            EventBody::HookDecision { .. } => "hook_decision",
+            EventBody::HookError { .. } => "hook_error",
         }
     }
+
+    /// Every `type` there is.
+    pub const KINDS: &[&str] = &[
+        "turn_begin",
+        "turn_end",
+        "llm_request",
+        "llm_delta",
+        "llm_response",
+        "llm_retry",
+        "tool_call_begin",
+        "tool_call_end",
+        "tool_call_skipped",
+        "steering_injected",
+        "follow_up_queued",
+        "interrupt_received",
+        "subturn_spawn",
+        "subturn_end",
+        "subturn_delivered",
+        "subturn_orphan",
+        "plugin_loaded",
+        "plugin_failed",
+        "plugin_unloaded",
+        "hook_decision",
+        "hook_error",
+    ];
+}
+
+/// What a hook decided, in `hook_decision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookVerdict {
+    Deny,
+    Rewrite,
+    Answer,
+    Replace,
+}
+
+impl HookVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookVerdict::Deny => "deny",
+            HookVerdict::Rewrite => "rewrite",
+            HookVerdict::Answer => "answer",
+            HookVerdict::Replace => "replace",
+        }
+    }
+}
+
+/// What the host did when a hook failed, in `hook_error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEffect {
+    /// The tool call was denied (a `before-tool` hook that fails closed).
+    Denied,
+    /// The turn ended with an error (a `before-llm` hook that fails closed).
+    TurnFailed,
+    /// The hook was passed over.
+    Ignored,
 }
 
 /// A tool call as shown in `llm_response`.

@@ -67,7 +67,7 @@ async fn each_broken_file_has_its_own_reason_and_the_good_plugin_still_works() {
     );
     assert_eq!(
         load_error(&plugins, "extra_import"),
-        "it imports wasmclaw:plugin/secrets@0.1.0, which this host does not provide; it provides WASI 0.2, wasmclaw:plugin/log@0.1.0 and wasmclaw:plugin/agent@0.1.0"
+        "it imports wasmclaw:plugin/secrets@0.1.0, which this host does not provide; it provides WASI 0.2, wasmclaw:plugin/log@0.1.0, wasmclaw:plugin/config@0.1.0 and wasmclaw:plugin/agent@0.1.0"
     );
 
     // Exactly one plugin loaded, and it works.

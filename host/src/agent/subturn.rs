@@ -28,7 +28,7 @@ use super::turn::{Turn, TurnSpec};
 use super::{Agent, TurnOutcome};
 use crate::llm::ToolDef;
 use crate::plugin::spawn::SubTurnSpawner;
-use crate::plugin::{ErrorKind, ToolError};
+use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::{Delivery, EventBody, SpawnMode, SubTurnRequest, TurnStatus};
 
 /// The longest timeout a child may ask for: a day.
@@ -100,6 +100,23 @@ pub struct Parent {
     pub agent: Arc<Agent>,
     pub control: Arc<TurnControl>,
     pub spec: Arc<TurnSpec>,
+}
+
+impl Parent {
+    /// Who is calling, for a plugin or a hook: this turn, and `call_id`
+    /// (empty outside a tool call).
+    pub fn call_context(&self, call_id: &str) -> CallContext {
+        let control = &self.control;
+        CallContext {
+            session_key: control.session.clone(),
+            turn_id: control.id.clone(),
+            parent_turn_id: control.lineage.parent_id.clone(),
+            depth: control.lineage.depth,
+            call_id: call_id.to_string(),
+            deadline: self.spec.deadline,
+            spawner: None,
+        }
+    }
 }
 
 /// A child that is running.

@@ -8,6 +8,10 @@
 //! becomes the call's result text, marked as an error, so the model can read
 //! it and try something else: it does not end the turn.
 //!
+//! Each call goes through the hooks: `before-tool` hooks may rewrite its
+//! arguments, deny it or answer in its place; `after-tool` hooks may replace
+//! its result (see [`crate::hooks::chain`]).
+//!
 //! A call that has not started when the user steers the turn or interrupts
 //! it gracefully is skipped (`tool_call_skipped`), and its result tells the
 //! model why. Dropping the turn (a hard interrupt) aborts the calls still
@@ -21,6 +25,7 @@ use tokio::sync::Semaphore;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::bus::{EventBus, Scope};
+use crate::hooks::{HookScope, ToolGate};
 use crate::llm::{Message, ToolCall};
 use crate::plugin::call::Spawner;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
@@ -156,7 +161,7 @@ pub async fn run_all<'a>(turn: &'a Turn, calls: &'a [ToolCall]) -> Vec<Message> 
 
 async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce) -> Message {
     let started = Instant::now();
-    let result = dispatch(parent, call).await;
+    let result = call_with_hooks(parent, call).await;
     let duration_ms = millis(started.elapsed());
     let (bus, scope) = (&parent.agent.bus, &parent.control.scope());
     let (content, is_error, error_kind) = match result {
@@ -174,33 +179,60 @@ async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce) -> Message {
     tool_message(call, content, is_error)
 }
 
-/// A built-in tool, or a plugin's in a fresh instance; only the tools the
-/// turn was given.
-async fn dispatch(parent: &Parent, call: &ToolCall) -> Result<String, ToolError> {
+/// The `before-tool` hooks, the tool (unless a hook denied the call or
+/// answered it), then the `after-tool` hooks. Only the tools the turn was
+/// given.
+async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, ToolError> {
     if !parent.spec.allows(&call.name) {
         return Err(ToolError::new(
             ErrorKind::NotFound,
             format!("tool '{}' is not among this sub-agent's tools", call.name),
         ));
     }
-    if matches!(call.name.as_str(), subturn::SUBAGENT | subturn::SPAWN) {
-        return subturn::call_builtin(parent, &call.name, &call.arguments).await;
-    }
-    let control = &parent.control;
-    let ctx = CallContext {
-        session_key: control.session.clone(),
-        turn_id: control.id.clone(),
-        parent_turn_id: control.lineage.parent_id.clone(),
-        depth: control.lineage.depth,
-        call_id: call.id.clone(),
-        deadline: parent.spec.deadline,
-        spawner: Some(Spawner(Arc::new(parent.clone()))),
+    let agent = &parent.agent;
+    let hooks = agent.hooks();
+    let scope = parent.control.scope();
+    let hs = HookScope {
+        bus: &agent.bus,
+        scope: &scope,
+        ctx: parent.call_context(&call.id),
     };
-    parent
-        .agent
-        .plugins
-        .call(&ctx, &call.name, &call.arguments)
+    // A rewrite is checked against the schema of the tool as it is now.
+    let check = |arguments: &str| match agent.plugins.catalog().tool(&call.name) {
+        Some((_, tool)) => tool.check_arguments(arguments),
+        None => Ok(()),
+    };
+    let arguments = match hooks
+        .before_tool(&hs, &call.name, &call.arguments, check)
         .await
+    {
+        ToolGate::Call(arguments) => arguments,
+        ToolGate::Answered(answer) => {
+            return hooks
+                .after_tool(&hs, &call.name, &call.arguments, Ok(answer))
+                .await;
+        }
+        ToolGate::Denied(error) => return Err(error),
+    };
+    let outcome = dispatch(parent, &call.name, &arguments, &hs.ctx).await;
+    hooks.after_tool(&hs, &call.name, &arguments, outcome).await
+}
+
+/// A built-in tool, or a plugin's in a fresh instance.
+async fn dispatch(
+    parent: &Parent,
+    tool: &str,
+    arguments: &str,
+    ctx: &CallContext,
+) -> Result<String, ToolError> {
+    if matches!(tool, subturn::SUBAGENT | subturn::SPAWN) {
+        return subturn::call_builtin(parent, tool, arguments).await;
+    }
+    let ctx = CallContext {
+        spawner: Some(Spawner(Arc::new(parent.clone()))),
+        ..ctx.clone()
+    };
+    parent.agent.plugins.call(&ctx, tool, arguments).await
 }
 
 fn tool_message(call: &ToolCall, content: String, is_error: bool) -> Message {

@@ -8,6 +8,9 @@
 //! (`tool_choice: none`) and adds a note asking for an answer, so a turn that
 //! reaches the limit still ends with one (reason `max_iterations`).
 //!
+//! Before each model call the `before-llm` hooks may change the request (or
+//! end the turn); after it the `after-llm` hooks may change the response.
+//!
 //! The turn is steered and interrupted through its [`TurnControl`]:
 //! steering is taken in before each model call (`steering_injected`); a tool
 //! call that has not started when steering or a graceful interrupt arrives is
@@ -28,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::bus::Scope;
+use crate::hooks::HookScope;
 use crate::llm::fallback::Progress;
 use crate::llm::types::ToolChoice;
 use crate::llm::{ChatRequest, Message, ToolDef, Usage};
@@ -254,7 +258,10 @@ impl Turn {
                 };
                 request.messages.push(Message::system(note));
             }
+            let hooks = self.agent.hooks();
+            let request = hooks.before_llm(&self.hook_scope(), request).await?;
             let reply = self.ask(&request).await?;
+            let reply = hooks.after_llm(&self.hook_scope(), reply).await?;
             if let Some(budget) = self.spec.token_budget {
                 let used = self.usage.input_tokens + self.usage.output_tokens;
                 if used > budget {
@@ -306,6 +313,15 @@ impl Turn {
             }
             let results = super::tools::run_all(self, &tool_calls).await;
             messages.extend(results);
+        }
+    }
+
+    /// Where this turn's `before-llm` and `after-llm` hooks run.
+    fn hook_scope(&self) -> HookScope<'_> {
+        HookScope {
+            bus: &self.agent.bus,
+            scope: &self.scope,
+            ctx: self.as_parent().call_context(""),
         }
     }
 

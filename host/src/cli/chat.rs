@@ -53,6 +53,7 @@ pub async fn chat(
     let filter = Filter {
         session: Some(session.clone()),
         no_deltas: false,
+        ..Default::default()
     };
     let mut events = agent.bus().subscribe(filter, Delivery::Lossless);
     let scheduler = Scheduler::new(agent.clone(), SchedulerConfig::default());
@@ -222,6 +223,30 @@ impl Screen {
             }
             EventBody::SteeringInjected { content, .. } => {
                 self.note(&format!("taken in: {}", clip(content, 200)));
+            }
+            EventBody::HookDecision {
+                hook,
+                point,
+                decision,
+                reason,
+                ..
+            } => {
+                let why = reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                self.note(&format!(
+                    "hook '{hook}' ({point}): {}{why}",
+                    decision.as_str()
+                ));
+            }
+            EventBody::HookError {
+                hook, point, error, ..
+            } => {
+                self.note(&format!(
+                    "hook '{hook}' ({point}) failed: {}",
+                    clip(error, 200)
+                ));
             }
             EventBody::LlmRetry {
                 error,

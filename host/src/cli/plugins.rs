@@ -53,11 +53,20 @@ impl PluginsCommand {
             PluginsCommand::Check { file } => match Plugins::load_file(&runtime, &file).await {
                 Ok(plugin) => {
                     let tools: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
+                    let hooks: Vec<String> =
+                        plugin.subscriptions.iter().map(|s| s.to_string()).collect();
+                    let mut offers = Vec::new();
+                    if !tools.is_empty() {
+                        offers.push(format!("tools: {}", tools.join(", ")));
+                    }
+                    if !hooks.is_empty() {
+                        offers.push(format!("hooks: {}", hooks.join(", ")));
+                    }
                     println!(
-                        "{}: ok ({}; tools: {})",
+                        "{}: ok ({}; {})",
                         file.display(),
                         plugin.world,
-                        tools.join(", ")
+                        offers.join("; ")
                     );
                     Ok(ExitCode::SUCCESS)
                 }
@@ -139,6 +148,9 @@ fn print_status(status: &PluginStatus) {
                     ""
                 };
                 println!("    {:<20} {short}{more}", t.name);
+            }
+            for hook in &p.subscriptions {
+                println!("    hook {hook}");
             }
         }
     }

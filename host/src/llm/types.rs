@@ -64,7 +64,7 @@ pub struct ToolDef {
 }
 
 /// Whether the model may, must or must not call tools.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
     #[default]

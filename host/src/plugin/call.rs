@@ -65,18 +65,18 @@ impl Plugin {
             granted: self.grants.spawn_subturn,
             spawner: ctx.spawner.as_ref().map(|s| s.0.clone()),
         };
-        let wit_ctx = wit::CallContext {
-            session_key: ctx.session_key.clone(),
-            turn_id: ctx.turn_id.clone(),
-            parent_turn_id: ctx.parent_turn_id.clone(),
-            depth: ctx.depth,
-            call_id: ctx.call_id.clone(),
-            deadline_ms: unix_ms(deadline.at()),
+        store.data_mut().config = self.grants.config_json.clone();
+        let wit_ctx = wit_context(ctx, &deadline);
+        let Some(export) = &self.tool_export else {
+            return Err(ToolError::new(
+                ErrorKind::NotFound,
+                format!("plugin '{}' offers no tools", self.name),
+            ));
         };
         let outcome = until_deadline(&mut store, async |store| {
             let instance = self.pre.instantiate_async(&mut *store).await?;
-            instance
-                .wasmclaw_plugin_tool()
+            export
+                .load(&mut *store, &instance)?
                 .call_call_tool(&mut *store, &wit_ctx, tool, &arguments.to_string())
                 .await
         })
@@ -111,6 +111,18 @@ impl Plugin {
                 retryable: is_pool_exhausted(&trap),
             }),
         }
+    }
+}
+
+/// The guest's `call-context` for a call stopped at `deadline`.
+pub(super) fn wit_context(ctx: &CallContext, deadline: &Deadline) -> wit::CallContext {
+    wit::CallContext {
+        session_key: ctx.session_key.clone(),
+        turn_id: ctx.turn_id.clone(),
+        parent_turn_id: ctx.parent_turn_id.clone(),
+        depth: ctx.depth,
+        call_id: ctx.call_id.clone(),
+        deadline_ms: unix_ms(deadline.at()),
     }
 }
 

@@ -18,7 +18,7 @@ use anyhow::Result;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::ToolPlugin;
+use super::bindings::ToolAndHookPlugin;
 use super::cache::{CompileCache, Compiler};
 use super::grants::MAX_MEMORY_MIB;
 use super::sandbox::PluginState;
@@ -98,7 +98,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        ToolPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
+        ToolAndHookPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
 
         let mut protected_dirs = config.protected_dirs;
         protected_dirs.extend(config.cache_dir.clone());

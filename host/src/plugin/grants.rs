@@ -17,12 +17,25 @@
 //! host = "../workspace"       # relative to this file's folder; "~/" is the user's home
 //! guest = "/workspace"        # where the plugin sees it
 //! mode = "read-write"         # or "read-only"
+//!
+//! [hooks]                     # hook plugins; see `HookSettings`
+//! priority = -10              # overrides the plugin's own
+//! timeout_ms = 50
+//! memory_mib = 16
+//! fail = "closed"             # before-* hooks: "closed" or "open"
+//! queue = 256                 # on-event: events waiting, beyond which they are dropped
+//!
+//! [config]                    # free-form; what the plugin reads with `config.get`
+//! rules = ["..."]
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use super::hook_settings::{FailMode, HookSettings, HookSettingsToml};
 
 /// The largest memory limit a grant may ask for. The pooling allocator reserves
 /// address space for this much per instance slot.
@@ -41,6 +54,11 @@ pub struct GrantsToml {
     /// May start sub-agents through `agent.spawn-subturn`.
     #[serde(default)]
     pub spawn_subturn: bool,
+    #[serde(default)]
+    pub hooks: HookSettingsToml,
+    /// The plugin's settings, for `config.get`.
+    #[serde(default)]
+    pub config: toml::Table,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -92,7 +110,7 @@ impl Default for Limits {
     }
 }
 
-fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_millis() as u64)
 }
 
@@ -107,7 +125,7 @@ pub struct DirGrant {
 }
 
 /// Resolved grants of one plugin.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Grants {
     /// Names of the environment variables passed through; values are read from
     /// the host's environment at each call and never listed.
@@ -116,8 +134,30 @@ pub struct Grants {
     pub limits: Limits,
     /// May start sub-agents through `agent.spawn-subturn`.
     pub spawn_subturn: bool,
+    /// How the plugin's hooks run.
+    pub hooks: HookSettings,
+    /// The `[config]` table as a JSON object.
+    pub config: serde_json::Value,
+    /// `config` as text, handed to every call that asks.
+    #[serde(skip)]
+    pub config_json: Arc<str>,
     /// The file these came from, if any.
     pub source: Option<PathBuf>,
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Grants {
+            env: Vec::new(),
+            dirs: Vec::new(),
+            limits: Limits::default(),
+            spawn_subturn: false,
+            hooks: HookSettings::default(),
+            config: serde_json::Value::Object(Default::default()),
+            config_json: "{}".into(),
+            source: None,
+        }
+    }
 }
 
 impl Grants {
@@ -205,26 +245,32 @@ impl Grants {
             });
         }
 
+        let config = serde_json::to_value(&toml.config)
+            .map_err(|e| at(format!("config: cannot be turned into JSON: {e}")))?;
         Ok(Grants {
             env: toml.env,
             dirs,
             limits: resolve_limits(&toml.limits).map_err(at)?,
             spawn_subturn: toml.spawn_subturn,
+            hooks: HookSettings::resolve(&toml.hooks).map_err(at)?,
+            config_json: config.to_string().into(),
+            config,
             source: Some(file.to_path_buf()),
         })
     }
 }
 
-fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
-    fn check(field: &str, value: u64, min: u64, max: u64) -> Result<u64, String> {
-        if (min..=max).contains(&value) {
-            Ok(value)
-        } else {
-            Err(format!(
-                "limits.{field}: expected {min} to {max}, found {value}"
-            ))
-        }
+/// `value` if it is within `min..=max`; otherwise an error naming `field`.
+pub(super) fn check(field: &str, value: u64, min: u64, max: u64) -> Result<u64, String> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{field}: expected {min} to {max}, found {value}"))
     }
+}
+
+fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
+    let check = |field: &str, value, min, max| check(&format!("limits.{field}"), value, min, max);
     let d = Limits::default();
     Ok(Limits {
         memory_bytes: match t.memory_mib {
@@ -326,6 +372,30 @@ mod tests {
         assert_eq!(g.limits.memory_bytes, 16 << 20);
         assert_eq!(g.limits.timeout, Duration::from_millis(250));
         assert_eq!(g.limits.output_bytes, Limits::default().output_bytes);
+    }
+
+    #[test]
+    fn hooks_and_config_are_read() {
+        let g = parse(
+            "[hooks]\npriority = -5\ntimeout_ms = 20\nfail = \"open\"\n[config]\nnotes = \"hi\"\n[[config.deny]]\ntool = \"x\"\n",
+        )
+        .unwrap();
+        assert_eq!(g.hooks.priority, Some(-5));
+        assert_eq!(g.hooks.timeout, Duration::from_millis(20));
+        assert_eq!(g.hooks.memory_bytes, 16 << 20);
+        assert_eq!(g.hooks.fail, FailMode::Open);
+        assert_eq!(&*g.config_json, r#"{"deny":[{"tool":"x"}],"notes":"hi"}"#);
+        assert_eq!(&*Grants::default().config_json, "{}");
+        let err = parse("[hooks]\nfail = \"maybe\"\n").unwrap_err();
+        assert!(
+            err.contains("unknown variant `maybe`, expected `closed` or `open`"),
+            "{err}"
+        );
+        let err = parse("[hooks]\ntimeout_ms = 0\n").unwrap_err();
+        assert_eq!(
+            err,
+            "/plugins/demo.toml: hooks.timeout_ms: expected 1 to 60000, found 0"
+        );
     }
 
     #[test]

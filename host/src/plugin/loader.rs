@@ -3,45 +3,51 @@
 //!
 //! The checks, in order: it is a component (not text, not a core module);
 //! its grants file parses; it compiles (through the cache); it exports the
-//! tool interface of this host's WIT version; its imports are all provided;
-//! its exports have the expected signatures; `list-tools` runs, with no
-//! capabilities, and returns tools that follow [`super::tools`]'s rules.
+//! tool interface, the hooks interface or both, of this host's WIT version;
+//! its imports are all provided; its exports have the expected signatures;
+//! `list-tools` and `subscriptions` run, with no capabilities, and return
+//! tools that follow [`super::tools`]'s rules and subscriptions that follow
+//! [`super::subscriptions`]'s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, InstancePre};
 
 use super::bindings::wasmclaw::plugin::types as wit;
-use super::bindings::{TOOL_EXPORT, ToolPlugin, ToolPluginPre, WIT_PACKAGE, WIT_VERSION};
+use super::bindings::{HOOKS_EXPORT, TOOL_EXPORT, WIT_PACKAGE, WIT_VERSION, wit_hooks, wit_tool};
 use super::cache::CacheOutcome;
 use super::call::describe_failure;
 use super::engine::Runtime;
 use super::grants::Grants;
-use super::sandbox::{Capabilities, Deadline, new_store, until_deadline};
+use super::sandbox::{Capabilities, Deadline, PluginState, new_store, until_deadline};
+use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
 
 /// The most time instantiation plus `list-tools` may take at load, whatever
 /// the plugin's own limit: one slow plugin must not hold up the others.
 const LIST_TOOLS_TIME: Duration = Duration::from_secs(10);
 
-/// The world a plugin implements.
-pub const TOOL_WORLD: &str = "tool-plugin";
-
-/// A loaded plugin: compiled, pre-instantiated, its tools listed.
+/// A loaded plugin: compiled, pre-instantiated, its tools and hooks listed.
 pub struct Plugin {
     /// The file stem: `calc` for `calc.wasm`.
     pub name: Arc<str>,
     pub path: PathBuf,
+    /// `tool-plugin`, `hook-plugin` or `tool-and-hook-plugin`.
     pub world: &'static str,
     pub tools: Vec<Tool>,
+    /// The points it hooks, the grants' priority applied.
+    pub subscriptions: Vec<Subscription>,
     pub grants: Grants,
     pub cache: CacheOutcome,
     /// Keeps the engine and its epoch ticker alive while the plugin is.
     pub(super) runtime: Runtime,
-    pub(super) pre: ToolPluginPre<super::sandbox::PluginState>,
+    pub(super) pre: InstancePre<PluginState>,
+    /// Where its exports are; `None` for an interface it does not export.
+    pub(super) tool_export: Option<wit_tool::GuestIndices>,
+    pub(super) hooks_export: Option<wit_hooks::GuestIndices>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -61,6 +67,8 @@ pub struct PluginInfo<'a> {
     pub file: &'a Path,
     pub world: &'a str,
     pub tools: &'a [Tool],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub hooks: &'a [Subscription],
     pub grants: &'a Grants,
 }
 
@@ -71,6 +79,7 @@ impl Plugin {
             file: &self.path,
             world: self.world,
             tools: &self.tools,
+            hooks: &self.subscriptions,
             grants: &self.grants,
         }
     }
@@ -100,20 +109,28 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
             .map_err(|e| format!("compilation failed: {e}"))?
             .map_err(|e| format!("cannot be compiled: {}", error_chain(&e)))?;
 
-    check_exports(runtime, &component)?;
+    let exports = check_exports(runtime, &component)?;
     check_imports(runtime, &component)?;
-    let instance_pre = runtime
+    let pre = runtime
         .linker()
         .instantiate_pre(&component)
         .map_err(|e| link_error(&e))?;
-    let pre = ToolPluginPre::new(instance_pre).map_err(|e| {
+    let missing = |export: &str, e: wasmtime::Error| {
         format!(
-            "cannot find the functions of its {TOOL_EXPORT} export: {}",
+            "cannot find the functions of its {export} export: {}",
             wasm_error_chain(&e)
         )
-    })?;
+    };
+    let tool_export = exports
+        .tools
+        .then(|| wit_tool::GuestIndices::new(&pre).map_err(|e| missing(TOOL_EXPORT, e)))
+        .transpose()?;
+    let hooks_export = exports
+        .hooks
+        .then(|| wit_hooks::GuestIndices::new(&pre).map_err(|e| missing(HOOKS_EXPORT, e)))
+        .transpose()?;
 
-    let specs = {
+    let (specs, subscriptions) = {
         let deadline = Deadline::new(grants.limits.timeout.min(LIST_TOOLS_TIME), None);
         let mut store = new_store(
             runtime.engine(),
@@ -123,6 +140,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
             deadline,
         )
         .map_err(|e| format!("cannot create a store: {e:#}"))?;
+        store.data_mut().config = grants.config_json.clone();
         let failed = |store: &wasmtime::Store<_>, what: &str, e: wasmtime::Error| {
             format!(
                 "{what} failed: {}",
@@ -130,40 +148,73 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
             )
         };
         let instance = match until_deadline(&mut store, async |store| {
-            pre.instance_pre().instantiate_async(&mut *store).await
+            pre.instantiate_async(&mut *store).await
         })
         .await
         {
             Ok(instance) => instance,
             Err(e) => return Err(failed(&store, "instantiation", e)),
         };
-        check_signatures(&component, &instance, &mut store)?;
-        let bindings = ToolPlugin::new(&mut store, &instance)
-            .map_err(|e| format!("cannot bind its exports: {}", wasm_error_chain(&e)))?;
-        let listed = until_deadline(&mut store, async |store| {
-            bindings
-                .wasmclaw_plugin_tool()
-                .call_list_tools(&mut *store)
-                .await
-        })
-        .await;
-        match listed {
-            Ok(specs) => specs,
-            Err(e) => return Err(failed(&store, "list-tools", e)),
+        let mut specs = Vec::new();
+        if let Some(indices) = &tool_export {
+            check_tool_signatures(&component, &instance, &mut store)?;
+            let tool = indices
+                .load(&mut store, &instance)
+                .map_err(|e| format!("cannot bind its exports: {}", wasm_error_chain(&e)))?;
+            specs = until_deadline(&mut store, async |store| {
+                tool.call_list_tools(&mut *store).await
+            })
+            .await
+            .map_err(|e| failed(&store, "list-tools", e))?;
         }
+        let mut subscriptions = Vec::new();
+        if let Some(indices) = &hooks_export {
+            let hooks = indices.load(&mut store, &instance).map_err(|e| {
+                format!(
+                    "a function of its {HOOKS_EXPORT} export does not have this host's signature (was the component built against a changed copy of the WIT?): {}",
+                    wasm_error_chain(&e)
+                )
+            })?;
+            subscriptions = until_deadline(&mut store, async |store| {
+                hooks.call_subscriptions(&mut *store).await
+            })
+            .await
+            .map_err(|e| failed(&store, "subscriptions", e))?;
+        }
+        (specs, subscriptions)
     };
     let tools = validate_specs(specs)?;
+    let subscriptions = validate_subscriptions(subscriptions, grants.hooks.priority)?;
 
     Ok(Plugin {
         name,
         path: path.to_path_buf(),
-        world: TOOL_WORLD,
+        world: exports.world(),
         tools,
+        subscriptions,
         grants,
         cache,
         runtime: runtime.clone(),
         pre,
+        tool_export,
+        hooks_export,
     })
+}
+
+/// Which of the plugin interfaces a component exports.
+struct Exports {
+    tools: bool,
+    hooks: bool,
+}
+
+impl Exports {
+    fn world(&self) -> &'static str {
+        match (self.tools, self.hooks) {
+            (true, true) => "tool-and-hook-plugin",
+            (false, true) => "hook-plugin",
+            _ => "tool-plugin",
+        }
+    }
 }
 
 fn check_header(bytes: &[u8]) -> Result<(), String> {
@@ -185,15 +236,20 @@ fn check_header(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-/// The tool interface must be exported at a version this host speaks.
-fn check_exports(runtime: &Runtime, component: &Component) -> Result<(), String> {
+/// The tool interface, the hooks interface or both must be exported, at a
+/// version this host speaks.
+fn check_exports(runtime: &Runtime, component: &Component) -> Result<Exports, String> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
         .exports(runtime.engine())
         .map(|(name, _)| name.to_string())
         .collect();
-    if exports.iter().any(|e| e == TOOL_EXPORT) {
-        return Ok(());
+    let found = Exports {
+        tools: exports.iter().any(|e| e == TOOL_EXPORT),
+        hooks: exports.iter().any(|e| e == HOOKS_EXPORT),
+    };
+    if found.tools || found.hooks {
+        return Ok(found);
     }
     let listed = if exports.is_empty() {
         "nothing".to_string()
@@ -214,16 +270,16 @@ fn check_exports(runtime: &Runtime, component: &Component) -> Result<(), String>
         ));
     }
     Err(format!(
-        "does not export {TOOL_EXPORT}, so it offers no tools; it exports: {listed}"
+        "exports neither {TOOL_EXPORT} nor {HOOKS_EXPORT}, so it offers no tools and no hooks; it exports: {listed}"
     ))
 }
 
-/// Each exported function must have the signature of this host's WIT; a
-/// mismatch is named here instead of failing every call.
-fn check_signatures(
+/// Each exported tool function must have the signature of this host's WIT;
+/// a mismatch is named here instead of failing every call.
+fn check_tool_signatures(
     component: &Component,
     instance: &wasmtime::component::Instance,
-    store: &mut wasmtime::Store<super::sandbox::PluginState>,
+    store: &mut wasmtime::Store<PluginState>,
 ) -> Result<(), String> {
     let iface = component
         .get_export_index(None, TOOL_EXPORT)
@@ -267,7 +323,8 @@ fn check_imports(runtime: &Runtime, component: &Component) -> Result<(), String>
                 .strip_prefix(&ours)
                 .and_then(|rest| rest.split_once('@'))
                 .is_some_and(|(iface, version)| {
-                    matches!(iface, "types" | "log" | "agent") && version.starts_with("0.1.")
+                    matches!(iface, "types" | "log" | "config" | "agent")
+                        && version.starts_with("0.1.")
                 })
     };
     let missing: Vec<String> = component
@@ -285,7 +342,7 @@ fn check_imports(runtime: &Runtime, component: &Component) -> Result<(), String>
         ""
     };
     Err(format!(
-        "it imports {}, which this host does not provide{hint}; it provides WASI 0.2, {WIT_PACKAGE}/log@{WIT_VERSION} and {WIT_PACKAGE}/agent@{WIT_VERSION}",
+        "it imports {}, which this host does not provide{hint}; it provides WASI 0.2, {WIT_PACKAGE}/log@{WIT_VERSION}, {WIT_PACKAGE}/config@{WIT_VERSION} and {WIT_PACKAGE}/agent@{WIT_VERSION}",
         missing.join(", ")
     ))
 }

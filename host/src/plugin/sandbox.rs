@@ -27,6 +27,8 @@ pub struct PluginState {
     timed_out: bool,
     /// What `agent.spawn-subturn` may do in this call.
     pub(super) spawn: super::spawn::SpawnAccess,
+    /// What `config.get` returns: the plugin's `[config]` as JSON.
+    pub(super) config: Arc<str>,
 }
 
 /// How often a paused deadline is looked at again.
@@ -128,6 +130,12 @@ impl WasiView for PluginState {
 /// its (empty) host trait.
 impl super::bindings::wasmclaw::plugin::types::Host for PluginState {}
 
+impl super::bindings::wasmclaw::plugin::config::Host for PluginState {
+    fn get(&mut self) -> wasmtime::Result<String> {
+        Ok(self.config.to_string())
+    }
+}
+
 /// Which limit, if any, stopped a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Breach {
@@ -215,6 +223,7 @@ pub fn new_store(
         deadline,
         timed_out: false,
         spawn: Default::default(),
+        config: "{}".into(),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);

@@ -78,6 +78,7 @@ pub async fn stream(
     let filter = Filter {
         session: Some(session.clone()),
         no_deltas: !query.deltas,
+        ..Default::default()
     };
     let (live, last) = bus.subscribe_after(filter, Delivery::Bounded(api.config().sse_buffer));
     let (tx, mut rx) = mpsc::channel(64);

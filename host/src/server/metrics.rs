@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 
 use super::Api;
 use crate::bus::{Delivery, EventBus, Filter, Received};
-use crate::protocol::{Event, EventBody};
+use crate::protocol::{Event, EventBody, HookEffect};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TurnLabels {
@@ -47,6 +47,19 @@ struct ModelLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookLabels {
+    hook: String,
+    point: &'static str,
+    /// deny, rewrite, answer, replace; or for errors, the effect.
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookName {
+    hook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     direction: &'static str,
 }
@@ -64,6 +77,8 @@ pub struct Metrics {
     llm_retries: Family<ModelLabels, Counter>,
     tokens: Family<TokenLabels, Counter>,
     plugin_load_failures: Counter,
+    hook_decisions: Family<HookLabels, Counter>,
+    hook_errors: Family<HookLabels, Counter>,
     events: Counter,
     pub(super) sse_clients: Gauge,
     pub(super) sse_events: Counter,
@@ -87,6 +102,8 @@ impl Default for Metrics {
             llm_retries: Family::default(),
             tokens: Family::default(),
             plugin_load_failures: Counter::default(),
+            hook_decisions: Family::default(),
+            hook_errors: Family::default(),
             events: Counter::default(),
             sse_clients: Gauge::default(),
             sse_events: Counter::default(),
@@ -101,6 +118,7 @@ impl Metrics {
         let filter = Filter {
             session: None,
             no_deltas: true,
+            ..Default::default()
         };
         let mut events = bus.subscribe(filter, Delivery::Lossless);
         let feed = metrics.clone();
@@ -196,6 +214,36 @@ impl Metrics {
             EventBody::PluginFailed { .. } => {
                 self.plugin_load_failures.inc();
             }
+            EventBody::HookDecision {
+                hook,
+                point,
+                decision,
+                ..
+            } => {
+                let labels = HookLabels {
+                    hook: hook.clone(),
+                    point: point.as_str(),
+                    outcome: decision.as_str(),
+                };
+                self.hook_decisions.get_or_create(&labels).inc();
+            }
+            EventBody::HookError {
+                hook,
+                point,
+                effect,
+                ..
+            } => {
+                let labels = HookLabels {
+                    hook: hook.clone(),
+                    point: point.as_str(),
+                    outcome: match effect {
+                        HookEffect::Denied => "denied",
+                        HookEffect::TurnFailed => "turn_failed",
+                        HookEffect::Ignored => "ignored",
+                    },
+                };
+                self.hook_errors.get_or_create(&labels).inc();
+            }
             _ => {}
         }
     }
@@ -248,6 +296,33 @@ impl Metrics {
             "events_dropped",
             "Events dropped for bounded subscribers that fell behind",
             dropped,
+        );
+        registry.register(
+            "hook_decisions",
+            "Hook decisions that changed something, by hook, point and decision",
+            m.hook_decisions,
+        );
+        registry.register(
+            "hook_errors",
+            "Hook calls that failed, by hook, point and what the host did",
+            m.hook_errors,
+        );
+        let observed = Family::<HookName, Counter>::default();
+        let missed = Family::<HookName, Counter>::default();
+        for stats in api.scheduler().agent().observer_stats() {
+            let labels = HookName { hook: stats.hook };
+            observed.get_or_create(&labels).inc_by(stats.delivered);
+            missed.get_or_create(&labels).inc_by(stats.dropped);
+        }
+        registry.register(
+            "hook_events_observed",
+            "Events on-event hooks were called with, by hook",
+            observed,
+        );
+        registry.register(
+            "hook_events_dropped",
+            "Events dropped for on-event hooks that fell behind, by hook",
+            missed,
         );
         let busy = Gauge::<i64>::default();
         busy.set(api.scheduler().busy_sessions() as i64);

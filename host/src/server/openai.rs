@@ -97,6 +97,7 @@ pub async fn completions(
     let filter = Filter {
         session: Some(session.clone()),
         no_deltas: !request.stream,
+        ..Default::default()
     };
     let mut events = api
         .scheduler()

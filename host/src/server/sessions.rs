@@ -146,6 +146,7 @@ async fn submit(
         let filter = Filter {
             session: Some(session),
             no_deltas: true,
+            ..Default::default()
         };
         api.scheduler()
             .agent()

@@ -1,0 +1,321 @@
+//! Running the hooks of one point, one after another, and what their
+//! decisions and failures do.
+//!
+//! - `before-tool`: proceed; rewrite the arguments (checked against the
+//!   tool's schema again; the next hook sees the new ones); deny; answer in
+//!   place of the tool. The first deny or answer ends the chain.
+//! - `after-tool`: proceed or replace the result; every hook runs, each on
+//!   the result the previous one left.
+//! - `before-llm` and `after-llm`: proceed, replace the request or response,
+//!   or deny, which ends the turn with an error.
+//!
+//! A hook that fails (traps, breaks its budget, returns something the host
+//! refuses) is reported as `hook_error`. At a `before-*` point it fails
+//! closed unless its grants say `fail = "open"`: the tool call is denied, or
+//! the turn ends with an error naming the hook. At `after-*` points it is
+//! passed over. Every decision that changes something is a `hook_decision`.
+
+use crate::bus::{EventBus, Scope};
+use crate::llm::{ChatRequest, ChatResponse};
+use crate::plugin::hook_call::{HookInput, HookOutput, LlmDecision, ResultDecision, ToolDecision};
+use crate::plugin::hook_settings::FailMode;
+use crate::plugin::{CallContext, ErrorKind, HookPoint, ToolError};
+use crate::protocol::{EventBody, HookEffect, HookVerdict};
+
+use super::{HookSet, Hooked, llm_json};
+
+/// Where a chain runs: the turn's context (with the call's id at tool
+/// points) and the place its events go.
+pub struct HookScope<'a> {
+    pub bus: &'a EventBus,
+    pub scope: &'a Scope,
+    pub ctx: CallContext,
+}
+
+/// What the `before-tool` chain decided.
+#[derive(Debug, PartialEq)]
+pub enum ToolGate {
+    /// Call the tool with these arguments.
+    Call(String),
+    /// Do not call it; this is its result.
+    Answered(String),
+    Denied(ToolError),
+}
+
+impl HookScope<'_> {
+    fn decision(&self, hook: &Hooked, decision: HookVerdict, tool: Option<&str>) -> Decision<'_> {
+        Decision {
+            scope: self,
+            body: EventBody::HookDecision {
+                hook: hook.name().to_string(),
+                point: hook.subscription.point,
+                decision,
+                call_id: tool.map(|_| self.ctx.call_id.clone()),
+                tool: tool.map(str::to_string),
+                reason: None,
+                arguments: None,
+            },
+        }
+    }
+
+    /// Reports a failed hook; returns whether it fails closed.
+    fn failed(&self, hook: &Hooked, tool: Option<&str>, error: String) -> bool {
+        let point = hook.subscription.point;
+        let closed = point.is_before() && hook.plugin.grants.hooks.fail == FailMode::Closed;
+        let effect = match (closed, point) {
+            (true, HookPoint::BeforeTool) => HookEffect::Denied,
+            (true, _) => HookEffect::TurnFailed,
+            (false, _) => HookEffect::Ignored,
+        };
+        tracing::warn!(hook = hook.name(), %point, "hook failed: {error}");
+        self.bus.publish(
+            self.scope,
+            EventBody::HookError {
+                hook: hook.name().to_string(),
+                point,
+                error,
+                effect,
+                call_id: tool.map(|_| self.ctx.call_id.clone()),
+                tool: tool.map(str::to_string),
+            },
+        );
+        closed
+    }
+}
+
+/// A `hook_decision` being filled in before it is published.
+struct Decision<'a> {
+    scope: &'a HookScope<'a>,
+    body: EventBody,
+}
+
+impl Decision<'_> {
+    fn reason(mut self, text: &str) -> Self {
+        if let EventBody::HookDecision { reason, .. } = &mut self.body {
+            *reason = Some(text.to_string());
+        }
+        self
+    }
+
+    fn arguments(mut self, text: &str) -> Self {
+        if let EventBody::HookDecision { arguments, .. } = &mut self.body {
+            *arguments = Some(text.to_string());
+        }
+        self
+    }
+
+    fn publish(self) {
+        self.scope.bus.publish(self.scope.scope, self.body);
+    }
+}
+
+/// A hook answered with a decision meant for another point: the host's
+/// bindings would have to be broken; treated as the hook failing.
+const WRONG_KIND: &str = "the hook returned a decision of another kind";
+
+impl HookSet {
+    /// Runs the `before-tool` hooks that apply to `tool`. `check` validates
+    /// rewritten arguments against the tool's schema.
+    pub async fn before_tool(
+        &self,
+        hs: &HookScope<'_>,
+        tool: &str,
+        arguments: &str,
+        check: impl Fn(&str) -> Result<(), ToolError>,
+    ) -> ToolGate {
+        let mut arguments = arguments.to_string();
+        for hook in self.at(HookPoint::BeforeTool) {
+            if !hook.subscription.applies_to_tool(tool) {
+                continue;
+            }
+            let input = HookInput::BeforeTool {
+                tool,
+                arguments: &arguments,
+            };
+            let failure = match hook.plugin.call_hook(&hs.ctx, input).await {
+                Ok(HookOutput::Tool(ToolDecision::Proceed)) => continue,
+                Ok(HookOutput::Tool(ToolDecision::Rewrite(new))) => {
+                    match check_rewrite(&new, &check) {
+                        Ok(()) => {
+                            hs.decision(hook, HookVerdict::Rewrite, Some(tool))
+                                .arguments(&new)
+                                .publish();
+                            arguments = new;
+                            continue;
+                        }
+                        Err(e) => format!("its rewritten arguments were refused: {e}"),
+                    }
+                }
+                Ok(HookOutput::Tool(ToolDecision::Deny(reason))) => {
+                    hs.decision(hook, HookVerdict::Deny, Some(tool))
+                        .reason(&reason)
+                        .publish();
+                    return ToolGate::Denied(ToolError::new(
+                        ErrorKind::Denied,
+                        format!("denied by hook '{}': {reason}", hook.name()),
+                    ));
+                }
+                Ok(HookOutput::Tool(ToolDecision::Answer(text))) => {
+                    hs.decision(hook, HookVerdict::Answer, Some(tool)).publish();
+                    return ToolGate::Answered(text);
+                }
+                Ok(_) => WRONG_KIND.to_string(),
+                Err(e) => e,
+            };
+            if hs.failed(hook, Some(tool), failure.clone()) {
+                return ToolGate::Denied(ToolError::new(
+                    ErrorKind::Denied,
+                    format!(
+                        "hook '{}' failed, and the call is denied (the hook fails closed): {failure}",
+                        hook.name()
+                    ),
+                ));
+            }
+        }
+        ToolGate::Call(arguments)
+    }
+
+    /// Runs the `after-tool` hooks that apply to `tool` over its outcome.
+    pub async fn after_tool(
+        &self,
+        hs: &HookScope<'_>,
+        tool: &str,
+        arguments: &String,
+        mut outcome: Result<String, ToolError>,
+    ) -> Result<String, ToolError> {
+        for hook in self.at(HookPoint::AfterTool) {
+            if !hook.subscription.applies_to_tool(tool) {
+                continue;
+            }
+            let input = HookInput::AfterTool {
+                tool,
+                arguments,
+                outcome: &outcome,
+            };
+            let failure = match hook.plugin.call_hook(&hs.ctx, input).await {
+                Ok(HookOutput::Result(ResultDecision::Proceed)) => continue,
+                Ok(HookOutput::Result(ResultDecision::Replace(replaced))) => {
+                    hs.decision(hook, HookVerdict::Replace, Some(tool))
+                        .publish();
+                    outcome = replaced.map_err(ToolError::from);
+                    continue;
+                }
+                Ok(_) => WRONG_KIND.to_string(),
+                Err(e) => e,
+            };
+            hs.failed(hook, Some(tool), failure);
+        }
+        outcome
+    }
+
+    /// Runs the `before-llm` hooks over `request`; an error ends the turn.
+    pub async fn before_llm(
+        &self,
+        hs: &HookScope<'_>,
+        mut request: ChatRequest,
+    ) -> Result<ChatRequest, String> {
+        let hooks = self.at(HookPoint::BeforeLlm);
+        if hooks.is_empty() {
+            return Ok(request);
+        }
+        let mut json = llm_json::request_json(&request);
+        for hook in hooks {
+            let failure = match hook
+                .plugin
+                .call_hook(&hs.ctx, HookInput::BeforeLlm(&json))
+                .await
+            {
+                Ok(HookOutput::Llm(LlmDecision::Proceed)) => continue,
+                Ok(HookOutput::Llm(LlmDecision::Replace(new))) => {
+                    match llm_json::request_from(&new, &request) {
+                        Ok(replaced) => {
+                            hs.decision(hook, HookVerdict::Replace, None).publish();
+                            request = replaced;
+                            json = new;
+                            continue;
+                        }
+                        Err(e) => format!("its replacement request was refused: {e}"),
+                    }
+                }
+                Ok(HookOutput::Llm(LlmDecision::Deny(reason))) => {
+                    hs.decision(hook, HookVerdict::Deny, None)
+                        .reason(&reason)
+                        .publish();
+                    return Err(format!(
+                        "hook '{}' denied the model request: {reason}",
+                        hook.name()
+                    ));
+                }
+                Ok(_) => WRONG_KIND.to_string(),
+                Err(e) => e,
+            };
+            if hs.failed(hook, None, failure.clone()) {
+                return Err(format!(
+                    "hook '{}' failed before the model request, and it fails closed: {failure}",
+                    hook.name()
+                ));
+            }
+        }
+        Ok(request)
+    }
+
+    /// Runs the `after-llm` hooks over `response`; an error (a deny) ends
+    /// the turn.
+    pub async fn after_llm(
+        &self,
+        hs: &HookScope<'_>,
+        mut response: ChatResponse,
+    ) -> Result<ChatResponse, String> {
+        let hooks = self.at(HookPoint::AfterLlm);
+        if hooks.is_empty() {
+            return Ok(response);
+        }
+        let mut json = llm_json::response_json(&response);
+        for hook in hooks {
+            let failure = match hook
+                .plugin
+                .call_hook(&hs.ctx, HookInput::AfterLlm(&json))
+                .await
+            {
+                Ok(HookOutput::Llm(LlmDecision::Proceed)) => continue,
+                Ok(HookOutput::Llm(LlmDecision::Replace(new))) => {
+                    match llm_json::response_from(&new, &response) {
+                        Ok(replaced) => {
+                            hs.decision(hook, HookVerdict::Replace, None).publish();
+                            response = replaced;
+                            json = new;
+                            continue;
+                        }
+                        Err(e) => format!("its replacement response was refused: {e}"),
+                    }
+                }
+                Ok(HookOutput::Llm(LlmDecision::Deny(reason))) => {
+                    hs.decision(hook, HookVerdict::Deny, None)
+                        .reason(&reason)
+                        .publish();
+                    return Err(format!(
+                        "hook '{}' denied the model response: {reason}",
+                        hook.name()
+                    ));
+                }
+                Ok(_) => WRONG_KIND.to_string(),
+                Err(e) => e,
+            };
+            hs.failed(hook, None, failure);
+        }
+        Ok(response)
+    }
+}
+
+/// Rewritten arguments must be a JSON object the tool's schema accepts.
+fn check_rewrite(
+    arguments: &str,
+    check: &impl Fn(&str) -> Result<(), ToolError>,
+) -> Result<(), String> {
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(_)) => {}
+        Ok(_) => return Err("expected a JSON object".into()),
+        Err(e) => return Err(format!("not JSON: {e}")),
+    }
+    check(arguments).map_err(|e| e.message)
+}

@@ -1,0 +1,212 @@
+//! `on-event` hooks. Each runs on a task of its own, fed by a bounded bus
+//! subscription of its own (`[hooks] queue`, 256 events by default): a slow
+//! observer never stalls a turn or another observer; the events that do not
+//! fit its queue are dropped and counted.
+//!
+//! Events are delivered one at a time, in order, each in a fresh instance.
+//! A failed call is reported as `hook_error` (`effect: ignored`) and the
+//! observer goes on with the next event. Observers are not shown the
+//! `hook_error`s of `on-event` hooks: an observer that fails on every event
+//! would otherwise feed on its own errors.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::bus::{Delivery, EventBus, Filter, Received, Scope, Subscription};
+use crate::plugin::catalog::{Catalog, PluginStatus};
+use crate::plugin::hook_call::HookInput;
+use crate::plugin::loader::Plugin;
+use crate::plugin::{CallContext, HookPoint};
+use crate::protocol::{Event, EventBody, HookEffect};
+
+/// What one observer did since the host started (across reloads).
+#[derive(Debug, Default)]
+struct Counts {
+    delivered: AtomicU64,
+    dropped: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// An observer's counts, for metrics and tests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObserverStats {
+    pub hook: String,
+    /// Events its hook was called with and returned from.
+    pub delivered: u64,
+    /// Events that did not fit its queue.
+    pub dropped: u64,
+    /// Calls that failed.
+    pub failed: u64,
+}
+
+/// A running observer.
+struct Running {
+    plugin: Arc<Plugin>,
+    _task: AbortOnDropHandle<()>,
+}
+
+/// The `on-event` hooks of the current plugin set.
+pub struct Observers {
+    bus: EventBus,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    running: HashMap<String, Running>,
+    counts: HashMap<String, Arc<Counts>>,
+}
+
+impl Observers {
+    pub fn new(bus: EventBus) -> Observers {
+        Observers {
+            bus,
+            inner: Mutex::default(),
+        }
+    }
+
+    /// Starts the observers of plugins new to `catalog` (or reloaded), and
+    /// stops those of plugins no longer in it. Without a tokio runtime
+    /// nothing starts.
+    pub fn refresh(&self, catalog: &Catalog) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted: HashMap<&str, &Arc<Plugin>> = catalog
+            .plugins
+            .iter()
+            .filter_map(|status| match status {
+                PluginStatus::Loaded(p) => Some(p),
+                PluginStatus::Failed { .. } => None,
+            })
+            .filter(|p| {
+                p.subscriptions
+                    .iter()
+                    .any(|s| s.point == HookPoint::OnEvent)
+            })
+            .map(|p| (&*p.name, p))
+            .collect();
+        inner.running.retain(|name, running| {
+            wanted
+                .get(name.as_str())
+                .is_some_and(|p| Arc::ptr_eq(p, &running.plugin))
+        });
+        for (name, plugin) in wanted {
+            if inner.running.contains_key(name) {
+                continue;
+            }
+            let subscription = plugin
+                .subscriptions
+                .iter()
+                .find(|s| s.point == HookPoint::OnEvent)
+                .expect("filtered on it");
+            let events = self.bus.subscribe(
+                Filter {
+                    kinds: subscription.events.clone(),
+                    ..Filter::default()
+                },
+                Delivery::Bounded(plugin.grants.hooks.queue),
+            );
+            let counts = inner.counts.entry(name.to_string()).or_default().clone();
+            let task = runtime.spawn(observe(plugin.clone(), events, counts, self.bus.clone()));
+            inner.running.insert(
+                name.to_string(),
+                Running {
+                    plugin: plugin.clone(),
+                    _task: AbortOnDropHandle::new(task),
+                },
+            );
+        }
+    }
+
+    /// Every observer that ran since the host started, by name.
+    pub fn stats(&self) -> Vec<ObserverStats> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stats: Vec<ObserverStats> = inner
+            .counts
+            .iter()
+            .map(|(hook, c)| ObserverStats {
+                hook: hook.clone(),
+                delivered: c.delivered.load(Ordering::Relaxed),
+                dropped: c.dropped.load(Ordering::Relaxed),
+                failed: c.failed.load(Ordering::Relaxed),
+            })
+            .collect();
+        stats.sort_by(|a, b| a.hook.cmp(&b.hook));
+        stats
+    }
+}
+
+async fn observe(
+    plugin: Arc<Plugin>,
+    mut events: Subscription,
+    counts: Arc<Counts>,
+    bus: EventBus,
+) {
+    while let Some(received) = events.recv().await {
+        let event = match received {
+            Received::Event(event) => event,
+            Received::Dropped(n) => {
+                counts.dropped.fetch_add(n, Ordering::Relaxed);
+                tracing::warn!(hook = %plugin.name, "on-event hook fell behind: {n} events dropped");
+                continue;
+            }
+        };
+        if matches!(
+            event.body,
+            EventBody::HookError {
+                point: HookPoint::OnEvent,
+                ..
+            }
+        ) {
+            continue;
+        }
+        let json = serde_json::to_string(&*event).expect("an event serializes");
+        match plugin
+            .call_hook(&context_of(&event), HookInput::OnEvent(&json))
+            .await
+        {
+            Ok(_) => {
+                counts.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => {
+                counts.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(hook = %plugin.name, "on-event hook failed: {error}");
+                bus.publish(
+                    &scope_of(&event),
+                    EventBody::HookError {
+                        hook: plugin.name.to_string(),
+                        point: HookPoint::OnEvent,
+                        error,
+                        effect: HookEffect::Ignored,
+                        call_id: None,
+                        tool: None,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// The hook's `call-context`: the event's session and turn.
+fn context_of(event: &Event) -> CallContext {
+    CallContext {
+        session_key: event.session.clone().unwrap_or_default(),
+        turn_id: event.turn_id.clone().unwrap_or_default(),
+        parent_turn_id: event.parent_turn_id.clone(),
+        ..CallContext::default()
+    }
+}
+
+fn scope_of(event: &Event) -> Scope {
+    Scope {
+        session: event.session.clone(),
+        turn_id: event.turn_id.clone(),
+        parent_turn_id: event.parent_turn_id.clone(),
+    }
+}
