@@ -45,6 +45,6 @@ lint: test
 	cargo clippy $(GUESTS) --manifest-path tests/fixtures/Cargo.toml -- -D warnings
 
 # Benchmarks: tables on stdout, figures in
-# target/bench/{runtime,turns,scheduler,subturns,serve}.json.
+# target/bench/{runtime,turns,scheduler,subturns,serve,hooks}.json.
 bench: setup
-	cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve
+	cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve --bench hooks
