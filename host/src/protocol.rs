@@ -381,7 +381,11 @@ impl HookVerdict {
 pub enum HookEffect {
     /// The tool call was denied (a `before-tool` hook that fails closed).
     Denied,
-    /// The turn ended with an error (a `before-llm` hook that fails closed).
+    /// The tool's result was withheld from the model (an `after-tool` hook
+    /// that fails closed).
+    Withheld,
+    /// The turn ended with an error (a `before-llm` or `after-llm` hook that
+    /// fails closed).
     TurnFailed,
     /// The hook was passed over.
     Ignored,

@@ -432,6 +432,21 @@ async fn a_failing_before_tool_hook_fails_closed_and_an_after_tool_hook_in_isola
     assert_eq!(hook_error(&events).2, HookEffect::Ignored);
     assert_eq!(tool_end(&events), (true, "42".into(), None));
 
+    // An after-tool hook that fails closed (a redactor) withholds the result.
+    let events = turn_with_failing_hook("after-tool", trap, "[hooks]\nfail = \"closed\"\n").await;
+    let (_, text, effect) = hook_error(&events);
+    assert_eq!(effect, HookEffect::Withheld);
+    assert_eq!(
+        tool_end(&events),
+        (
+            false,
+            format!(
+                "error (denied): hook 'bad' failed, and the result is withheld (the hook fails closed): {text}"
+            ),
+            Some(ErrorKind::Denied)
+        )
+    );
+
     // A budget of its own: 200 ms lets a 100 ms hook finish.
     let events = turn_with_failing_hook(
         "before-tool",

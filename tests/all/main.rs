@@ -6,6 +6,7 @@ mod agent_cli;
 mod chat_control;
 mod cli;
 mod examples;
+mod hook_examples;
 mod hooks;
 mod llm_faults;
 mod loading;

@@ -181,7 +181,7 @@ async fn turns(hooks: &[(&str, &str)]) -> Turns {
     let chain = Chain::new(
         vec![
             Provider::new(
-                candidate(ProviderKind::OpenAi, format!("{base}/v1"), "bench", true),
+                candidate(ProviderKind::OpenAi, base, "bench", true),
                 wasmclaw::llm::http_client(),
             )
             .unwrap(),
@@ -199,7 +199,11 @@ async fn turns(hooks: &[(&str, &str)]) -> Turns {
     for i in 0..WARMUP + TURNS {
         let started = Instant::now();
         let outcome = agent.run_turn(&format!("s{i}"), "What is 40 + 2?").await;
-        assert_eq!(outcome.answer.as_deref(), Some("The sum is 42."));
+        assert_eq!(
+            outcome.answer.as_deref(),
+            Some("The sum is 42."),
+            "{outcome:?}"
+        );
         if i >= WARMUP {
             wall.push(started.elapsed());
         }

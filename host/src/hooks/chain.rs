@@ -13,7 +13,10 @@
 //! refuses) is reported as `hook_error`. At a `before-*` point it fails
 //! closed unless its grants say `fail = "open"`: the tool call is denied, or
 //! the turn ends with an error naming the hook. At `after-*` points it is
-//! passed over. Every decision that changes something is a `hook_decision`.
+//! passed over unless its grants say `fail = "closed"` (a secret redactor
+//! that fails must not let the result through): the tool's result is then
+//! withheld, or the turn ends. Every decision that changes something is a
+//! `hook_decision`.
 
 use crate::bus::{EventBus, Scope};
 use crate::llm::{ChatRequest, ChatResponse};
@@ -61,9 +64,10 @@ impl HookScope<'_> {
     /// Reports a failed hook; returns whether it fails closed.
     fn failed(&self, hook: &Hooked, tool: Option<&str>, error: String) -> bool {
         let point = hook.subscription.point;
-        let closed = point.is_before() && hook.plugin.grants.hooks.fail == FailMode::Closed;
+        let closed = hook.plugin.grants.hooks.fail_mode(point) == FailMode::Closed;
         let effect = match (closed, point) {
             (true, HookPoint::BeforeTool) => HookEffect::Denied,
+            (true, HookPoint::AfterTool) => HookEffect::Withheld,
             (true, _) => HookEffect::TurnFailed,
             (false, _) => HookEffect::Ignored,
         };
@@ -203,7 +207,15 @@ impl HookSet {
                 Ok(_) => WRONG_KIND.to_string(),
                 Err(e) => e,
             };
-            hs.failed(hook, Some(tool), failure);
+            if hs.failed(hook, Some(tool), failure.clone()) {
+                return Err(ToolError::new(
+                    ErrorKind::Denied,
+                    format!(
+                        "hook '{}' failed, and the result is withheld (the hook fails closed): {failure}",
+                        hook.name()
+                    ),
+                ));
+            }
         }
         outcome
     }
@@ -259,8 +271,8 @@ impl HookSet {
         Ok(request)
     }
 
-    /// Runs the `after-llm` hooks over `response`; an error (a deny) ends
-    /// the turn.
+    /// Runs the `after-llm` hooks over `response`; an error (a deny, or a
+    /// failure of a hook that fails closed) ends the turn.
     pub async fn after_llm(
         &self,
         hs: &HookScope<'_>,
@@ -301,7 +313,12 @@ impl HookSet {
                 Ok(_) => WRONG_KIND.to_string(),
                 Err(e) => e,
             };
-            hs.failed(hook, None, failure);
+            if hs.failed(hook, None, failure.clone()) {
+                return Err(format!(
+                    "hook '{}' failed after the model response, and it fails closed: {failure}",
+                    hook.name()
+                ));
+            }
         }
         Ok(response)
     }

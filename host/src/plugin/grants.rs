@@ -22,7 +22,7 @@
 //! priority = -10              # overrides the plugin's own
 //! timeout_ms = 50
 //! memory_mib = 16
-//! fail = "closed"             # before-* hooks: "closed" or "open"
+//! fail = "closed"             # "closed" or "open"; default: closed before, open after
 //! queue = 256                 # on-event: events waiting, beyond which they are dropped
 //!
 //! [config]                    # free-form; what the plugin reads with `config.get`
@@ -383,7 +383,7 @@ mod tests {
         assert_eq!(g.hooks.priority, Some(-5));
         assert_eq!(g.hooks.timeout, Duration::from_millis(20));
         assert_eq!(g.hooks.memory_bytes, 16 << 20);
-        assert_eq!(g.hooks.fail, FailMode::Open);
+        assert_eq!(g.hooks.fail, Some(FailMode::Open));
         assert_eq!(&*g.config_json, r#"{"deny":[{"tool":"x"}],"notes":"hi"}"#);
         assert_eq!(&*Grants::default().config_json, "{}");
         let err = parse("[hooks]\nfail = \"maybe\"\n").unwrap_err();

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::grants::{MAX_MEMORY_MIB, as_millis, check};
+use super::subscriptions::HookPoint;
 
 /// `[hooks]` exactly as written.
 #[derive(Debug, Default, Deserialize)]
@@ -17,12 +18,13 @@ pub struct HookSettingsToml {
     pub queue: Option<u64>,
 }
 
-/// What happens when a `before-*` hook fails (traps, runs out of time or
-/// memory, returns something unusable).
+/// What happens when a hook fails (traps, runs out of time or memory,
+/// returns something unusable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailMode {
-    /// The tool call is denied, or the turn ends with an error.
+    /// What the hook guards does not go on: the tool call is denied, its
+    /// result is withheld, or the turn ends with an error.
     Closed,
     /// The hook is passed over, as if it had said `proceed`.
     Open,
@@ -38,9 +40,10 @@ pub struct HookSettings {
     pub timeout: Duration,
     /// Linear memory of one hook call's instance.
     pub memory_bytes: u64,
-    /// For `before-*` hooks; `after-*` and `on-event` hooks always fail in
-    /// isolation.
-    pub fail: FailMode,
+    /// As the operator set it. Unset, `before-*` hooks fail closed and
+    /// `after-*` hooks open; `on-event` hooks always fail in isolation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fail: Option<FailMode>,
     /// Events an `on-event` hook may have waiting; more are dropped and
     /// counted.
     pub queue: usize,
@@ -52,13 +55,23 @@ impl Default for HookSettings {
             priority: None,
             timeout: Duration::from_millis(50),
             memory_bytes: 16 << 20,
-            fail: FailMode::Closed,
+            fail: None,
             queue: 256,
         }
     }
 }
 
 impl HookSettings {
+    /// How a failure at `point` is handled.
+    pub fn fail_mode(&self, point: HookPoint) -> FailMode {
+        match (point, self.fail) {
+            (HookPoint::OnEvent, _) => FailMode::Open,
+            (_, Some(mode)) => mode,
+            (point, None) if point.is_before() => FailMode::Closed,
+            (_, None) => FailMode::Open,
+        }
+    }
+
     pub fn resolve(t: &HookSettingsToml) -> Result<HookSettings, String> {
         let check =
             |field: &str, value, min, max| check(&format!("hooks.{field}"), value, min, max);
@@ -73,7 +86,7 @@ impl HookSettings {
                 Some(v) => check("memory_mib", v, 1, MAX_MEMORY_MIB)? << 20,
                 None => d.memory_bytes,
             },
-            fail: t.fail.unwrap_or(d.fail),
+            fail: t.fail,
             queue: match t.queue {
                 Some(v) => check("queue", v, 1, 1 << 20)? as usize,
                 None => d.queue,

@@ -238,6 +238,7 @@ impl Metrics {
                     point: point.as_str(),
                     outcome: match effect {
                         HookEffect::Denied => "denied",
+                        HookEffect::Withheld => "withheld",
                         HookEffect::TurnFailed => "turn_failed",
                         HookEffect::Ignored => "ignored",
                     },
