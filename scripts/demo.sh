@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The offline demo: builds wasmclaw and the example plugins, installs them in
 # a demo home folder (target/demo) as an operator would, lets a scripted model
-# drive them through a turn of several iterations, and shows the sandbox.
+# drive them through a turn of several iterations, shows the hooks at work,
+# and shows the sandbox.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,8 +11,8 @@ cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml 
 
 home="$PWD/target/demo"
 rm -rf "$home"
-mkdir -p "$home/plugins" "$home/workspace"
-for p in calculator files research text time; do
+mkdir -p "$home/plugins" "$home/workspace" "$home/audit"
+for p in calculator files research text time tool_policy secret_redactor audit_log prompt_context; do
   cp "target/guests/wasm32-wasip2/release/$p.wasm" "plugins/$p/$p.toml" "$home/plugins/"
 done
 export WASMCLAW_HOME="$home"
@@ -34,6 +35,16 @@ printf '\n\033[1m# Sub-agents: a subagent call with one tool, and the research p
 printf '\n\033[1m$ wasmclaw run --session demo-sub -m "Use sub-agents ..."\033[0m\n'
 ./target/release/wasmclaw run --session demo-sub -m "Use sub-agents to check the party dates and budget" || true
 step turns --session demo-sub
+
+printf '\n\033[1m# Hooks: the tool policy denies .env, the secret redactor hides a key, the audit log keeps every event\033[0m\n'
+mkdir -p "$home/workspace/deploy"
+printf 'DATABASE_URL=postgres://admin:hunter2@db/prod\n' > "$home/workspace/.env"
+printf 'region = eu-west-1\napi_key = sk-demo0123456789abcdefghijklmn\n' > "$home/workspace/deploy/settings.txt"
+printf '\n\033[1m$ wasmclaw run --events --session demo-hooks -m "Show me the deploy settings"   # hook and tool events only\033[0m\n'
+./target/release/wasmclaw run --events --session demo-hooks -m "Show me the deploy settings" 2>&1 \
+  | grep -E '"type":"(hook_decision|hook_error|tool_call_end)"|^[^{]' || true
+printf '\n\033[1m# target/demo/audit/events.jsonl, written by the audit_log hook: events by kind\033[0m\n'
+sed -n 's/.*"type":"\([a-z_]*\)".*/\1/p' "$home/audit/events.jsonl" | sort | uniq -c
 
 printf '\n\033[1m# The HTTP API: wasmclaw serve, a message, its events replayed over SSE, an OpenAI-style request, metrics\033[0m\n'
 out="$home/serve.out"

@@ -139,6 +139,14 @@ impl Agent {
         self.with_built(|built| built.hooks.clone())
     }
 
+    /// Lets each `on-event` hook take in the events already queued for it
+    /// (for at most 5 s), then stops them: before the host exits.
+    pub async fn close_observers(&self) {
+        self.observers
+            .close(std::time::Duration::from_secs(5))
+            .await;
+    }
+
     /// What each `on-event` hook delivered, dropped and failed.
     pub fn observer_stats(&self) -> Vec<ObserverStats> {
         self.observers.stats()

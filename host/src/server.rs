@@ -161,6 +161,7 @@ impl Api {
                 tracing::error!("shutting down: some turns did not end after being stopped");
             }
         }
+        scheduler.agent().close_observers().await;
         let bus = scheduler.agent().bus();
         self.inner.log.flush(bus.last_seq()).await;
         self.inner.stopped.cancel();

@@ -3,7 +3,6 @@
 //! and the prompt context.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw::agent::Agent;
@@ -13,7 +12,7 @@ use wasmclaw::protocol::{EventBody, HookVerdict, TurnStatus};
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent, drain, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
-use wasmclaw_tests::{PluginDir, eventually, example_src};
+use wasmclaw_tests::{PluginDir, example_src};
 
 /// Adds example plugin `name` with its shipped grants file.
 fn example(dir: &PluginDir, name: &str) {
@@ -185,7 +184,7 @@ async fn the_audit_log_writes_every_event_but_deltas_as_json_lines() {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     };
-    assert!(eventually(Duration::from_secs(30), || lines().len() >= expected.len()).await);
+    agent.close_observers().await;
     assert_eq!(lines(), expected);
 }
 

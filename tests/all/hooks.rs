@@ -12,9 +12,9 @@ use wasmclaw::bus::Subscription;
 use wasmclaw::plugin::{ErrorKind, HookPoint};
 use wasmclaw::protocol::{Event, EventBody, HookEffect, HookVerdict, TurnStatus};
 use wasmclaw::store::Store;
+use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent, drain, kinds, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply, fake_model};
-use wasmclaw_tests::{PluginDir, eventually};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -582,36 +582,37 @@ async fn observers_see_every_event_in_order_and_a_slow_one_drops_and_counts() {
         .count() as u64;
     assert_eq!(tool_events, 60);
 
-    // The slow observer: everything it was sent is either delivered or
-    // counted as dropped, and it did drop.
-    let settled = eventually(LIMIT, || {
-        agent
-            .observer_stats()
-            .iter()
-            .any(|s| s.hook == "slow" && s.delivered + s.dropped == tool_events && s.failed == 0)
-    })
-    .await;
+    // Closing lets each observer take in what is queued for it, then stops
+    // it: nothing is left unaccounted for.
+    tokio::time::timeout(LIMIT, agent.close_observers())
+        .await
+        .expect("closing ends");
     let stats = agent.observer_stats();
-    assert!(settled, "{stats:?}");
     let slow = stats.iter().find(|s| s.hook == "slow").unwrap();
-    assert!(slow.dropped > 0 && slow.delivered >= 2, "{slow:?}");
+    // Everything the slow observer was sent was delivered or counted as
+    // dropped, and it did drop.
+    assert_eq!(slow.delivered + slow.dropped, tool_events, "{slow:?}");
+    assert!(
+        slow.dropped > 0 && slow.delivered >= 2 && slow.failed == 0,
+        "{slow:?}"
+    );
 
     // The recorder saw every event, in order, exactly as published.
-    let lines = || {
-        std::fs::read_to_string(out.join("all.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .collect::<Vec<_>>()
-    };
-    assert!(eventually(LIMIT, || lines().len() >= published.len()).await);
+    let lines: Vec<Value> = std::fs::read_to_string(out.join("all.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let expected: Vec<Value> = published
         .iter()
         .map(|e| serde_json::to_value(&**e).unwrap())
         .collect();
-    assert_eq!(lines(), expected);
+    assert_eq!(lines, expected);
     let recorder = stats.iter().find(|s| s.hook == "recorder").unwrap();
-    assert_eq!(recorder.dropped, 0);
+    assert_eq!(
+        (recorder.delivered, recorder.dropped),
+        (published.len() as u64, 0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -173,6 +173,7 @@ pub async fn run(
         }
     }
     let end = end.expect("the loop ends after the turn's end");
+    agent.close_observers().await;
     log.flush(agent.bus().last_seq()).await;
     match end {
         (TurnStatus::Completed, _, answer) => {

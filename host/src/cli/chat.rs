@@ -130,6 +130,7 @@ pub async fn chat(
             }
         }
     }
+    agent.close_observers().await;
     log.flush(agent.bus().last_seq()).await;
     Ok(ExitCode::SUCCESS)
 }

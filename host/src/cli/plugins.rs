@@ -8,7 +8,7 @@ use clap::Subcommand;
 
 use crate::home::Home;
 use crate::plugin::call::{duration, size};
-use crate::plugin::grants::DirMode;
+use crate::plugin::grants::{DirMode, FailMode};
 use crate::plugin::{CallContext, PluginStatus, Plugins};
 
 #[derive(Subcommand, Debug)]
@@ -130,14 +130,33 @@ fn print_status(status: &PluginStatus) {
             } else {
                 grants.join("; ")
             };
+            let mut budgets = Vec::new();
+            if !p.tools.is_empty() {
+                budgets.push(format!(
+                    "limits: {} memory, {} per call, {} output, {} log lines",
+                    size(g.limits.memory_bytes),
+                    duration(g.limits.timeout),
+                    size(g.limits.output_bytes as u64),
+                    g.limits.log_lines,
+                ));
+            }
+            if !p.subscriptions.is_empty() {
+                let fail = match g.hooks.fail {
+                    Some(FailMode::Closed) => ", fails closed",
+                    Some(FailMode::Open) => ", fails open",
+                    None => "",
+                };
+                budgets.push(format!(
+                    "hook budget: {} memory, {} per call{fail}",
+                    size(g.hooks.memory_bytes),
+                    duration(g.hooks.timeout),
+                ));
+            }
             println!(
-                "{}  ok  {}  grants: {grants}  limits: {} memory, {} per call, {} output, {} log lines",
+                "{}  ok  {}  grants: {grants}  {}",
                 file_name(&p.path),
                 p.world,
-                size(g.limits.memory_bytes),
-                duration(g.limits.timeout),
-                size(g.limits.output_bytes as u64),
-                g.limits.log_lines,
+                budgets.join("  "),
             );
             for t in &p.tools {
                 let first_line = t.description.lines().next().unwrap_or("");

@@ -4,6 +4,9 @@
 //! fit its queue are dropped and counted.
 //!
 //! Events are delivered one at a time, in order, each in a fresh instance.
+//! When the host stops, each observer is given a grace period to take in
+//! what is already in its queue ([`Observers::close`]), so an audit log
+//! records a command's last events.
 //! A failed call is reported as `hook_error` (`effect: ignored`) and the
 //! observer goes on with the next event. Observers are not shown the
 //! `hook_error`s of `on-event` hooks: an observer that fails on every event
@@ -14,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::bus::{Delivery, EventBus, Filter, Received, Scope, Subscription};
@@ -46,7 +50,9 @@ pub struct ObserverStats {
 /// A running observer.
 struct Running {
     plugin: Arc<Plugin>,
-    _task: AbortOnDropHandle<()>,
+    /// Asks it to take in what is queued, then stop.
+    closing: CancellationToken,
+    task: AbortOnDropHandle<()>,
 }
 
 /// The `on-event` hooks of the current plugin set.
@@ -113,14 +119,37 @@ impl Observers {
                 Delivery::Bounded(plugin.grants.hooks.queue),
             );
             let counts = inner.counts.entry(name.to_string()).or_default().clone();
-            let task = runtime.spawn(observe(plugin.clone(), events, counts, self.bus.clone()));
+            let closing = CancellationToken::new();
+            let observer = Observer {
+                plugin: plugin.clone(),
+                counts,
+                bus: self.bus.clone(),
+            };
+            let task = runtime.spawn(observer.run(events, closing.clone()));
             inner.running.insert(
                 name.to_string(),
                 Running {
                     plugin: plugin.clone(),
-                    _task: AbortOnDropHandle::new(task),
+                    closing,
+                    task: AbortOnDropHandle::new(task),
                 },
             );
+        }
+    }
+
+    /// Stops every observer once it has taken in the events already queued
+    /// for it, or after `grace`, whichever is first.
+    pub async fn close(&self, grace: std::time::Duration) {
+        let running: Vec<Running> = {
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            inner.running.drain().map(|(_, r)| r).collect()
+        };
+        for r in &running {
+            r.closing.cancel();
+        }
+        let all = futures_util::future::join_all(running.into_iter().map(|r| r.task));
+        if tokio::time::timeout(grace, all).await.is_err() {
+            tracing::warn!("on-event hooks still busy after {grace:?} were stopped");
         }
     }
 
@@ -142,21 +171,35 @@ impl Observers {
     }
 }
 
-async fn observe(
+/// One `on-event` hook at work.
+struct Observer {
     plugin: Arc<Plugin>,
-    mut events: Subscription,
     counts: Arc<Counts>,
     bus: EventBus,
-) {
-    while let Some(received) = events.recv().await {
-        let event = match received {
-            Received::Event(event) => event,
-            Received::Dropped(n) => {
-                counts.dropped.fetch_add(n, Ordering::Relaxed);
-                tracing::warn!(hook = %plugin.name, "on-event hook fell behind: {n} events dropped");
-                continue;
+}
+
+impl Observer {
+    /// Takes events from `events` until the bus is gone, or, once `closing`
+    /// fires, until the queue is empty.
+    async fn run(self, mut events: Subscription, closing: CancellationToken) {
+        loop {
+            let received = tokio::select! {
+                biased;
+                received = events.recv() => received,
+                _ = closing.cancelled() => events.try_recv(),
+            };
+            match received {
+                Some(Received::Event(event)) => self.deliver(&event).await,
+                Some(Received::Dropped(n)) => {
+                    self.counts.dropped.fetch_add(n, Ordering::Relaxed);
+                    tracing::warn!(hook = %self.plugin.name, "on-event hook fell behind: {n} events dropped");
+                }
+                None => break,
             }
-        };
+        }
+    }
+
+    async fn deliver(&self, event: &Event) {
         if matches!(
             event.body,
             EventBody::HookError {
@@ -164,21 +207,22 @@ async fn observe(
                 ..
             }
         ) {
-            continue;
+            return;
         }
-        let json = serde_json::to_string(&*event).expect("an event serializes");
+        let json = serde_json::to_string(event).expect("an event serializes");
+        let plugin = &self.plugin;
         match plugin
-            .call_hook(&context_of(&event), HookInput::OnEvent(&json))
+            .call_hook(&context_of(event), HookInput::OnEvent(&json))
             .await
         {
             Ok(_) => {
-                counts.delivered.fetch_add(1, Ordering::Relaxed);
+                self.counts.delivered.fetch_add(1, Ordering::Relaxed);
             }
             Err(error) => {
-                counts.failed.fetch_add(1, Ordering::Relaxed);
+                self.counts.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(hook = %plugin.name, "on-event hook failed: {error}");
-                bus.publish(
-                    &scope_of(&event),
+                self.bus.publish(
+                    &scope_of(event),
                     EventBody::HookError {
                         hook: plugin.name.to_string(),
                         point: HookPoint::OnEvent,
