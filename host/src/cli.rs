@@ -10,12 +10,14 @@ mod turns;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::home::Home;
 use crate::plugin::cache::Compiler;
+use crate::plugin::secrets::Secrets;
 use crate::plugin::{Runtime, RuntimeConfig};
 
 #[derive(Parser, Debug)]
@@ -124,9 +126,11 @@ pub fn runtime(home: &Home) -> Result<Runtime> {
         Ok(exe) => Compiler::Subprocess(exe),
         Err(_) => Compiler::InProcess,
     };
+    let secrets = Secrets::load(&home.secrets()).map_err(anyhow::Error::msg)?;
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
         compiler,
+        secrets: Arc::new(secrets),
         ..RuntimeConfig::default()
     })
 }

@@ -46,6 +46,11 @@ impl Home {
         self.root.join("api-token")
     }
 
+    /// The operator's secrets, which plugins' credentials name (owner-only).
+    pub fn secrets(&self) -> PathBuf {
+        self.root.join("secrets.toml")
+    }
+
     /// Where compiled plugin code is cached.
     pub fn cache_dir(&self) -> PathBuf {
         self.root.join("cache")

@@ -17,6 +17,8 @@
 //! - [`call`]: one tool call, from arguments to result or [`ToolError`].
 //! - [`subscriptions`]: the points a hook plugin hooks.
 //! - [`hook_call`]: one hook call in a fresh instance.
+//! - [`network`], [`http`], [`secrets`]: `wasi:http` behind each plugin's
+//!   allow-list, with the operator's credentials added by the host.
 //! - [`watch`]: picking up files added, replaced or removed while running.
 
 pub mod bindings;
@@ -28,9 +30,12 @@ pub mod error;
 pub mod grants;
 pub mod hook_call;
 pub mod hook_settings;
+pub mod http;
 pub mod loader;
+pub mod network;
 pub mod output;
 pub mod sandbox;
+pub mod secrets;
 pub mod spawn;
 pub mod subscriptions;
 pub mod tools;

@@ -35,10 +35,13 @@ async fn agent_over(dir: &PluginDir, fake: &FakeModel) -> (Arc<Agent>, Subscript
     )
 }
 
-/// (ok, output, error kind) of each `tool_call_end`, by call id (calls
-/// run in parallel and end in any order).
-fn tool_ends(sub: &mut Subscription) -> Vec<(bool, String, Option<ErrorKind>)> {
-    let mut ends: Vec<(String, (bool, String, Option<ErrorKind>))> = drain(sub)
+/// A `tool_call_end`: ok, output, error kind.
+type ToolEnd = (bool, String, Option<ErrorKind>);
+
+/// Each `tool_call_end`, by call id (calls run in parallel and end in any
+/// order).
+fn tool_ends(sub: &mut Subscription) -> Vec<ToolEnd> {
+    let mut ends: Vec<(String, ToolEnd)> = drain(sub)
         .iter()
         .filter_map(|e| match &e.body {
             EventBody::ToolCallEnd {

@@ -10,6 +10,7 @@ mod hook_examples;
 mod hooks;
 mod llm_faults;
 mod loading;
+mod network;
 mod reload;
 mod sandbox;
 mod scheduler;

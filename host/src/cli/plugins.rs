@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Subcommand;
 
 use crate::home::Home;
@@ -29,10 +29,19 @@ pub enum PluginsCommand {
         #[arg(default_value = "{}")]
         args: String,
     },
+    /// Write the WASI preview1 reactor adapter of this host's wasmtime to
+    /// FILE. C, Zig and Go plugins are core modules built for preview1;
+    /// `wasm-tools component new core.wasm --adapt wasi_snapshot_preview1=FILE`
+    /// turns one into a component this host runs.
+    Adapter { file: PathBuf },
 }
 
 impl PluginsCommand {
     pub async fn run(self, home: &Home, dir: &Path) -> Result<ExitCode> {
+        if let PluginsCommand::Adapter { file } = &self {
+            write_adapter(file)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let runtime = super::runtime(home)?;
         match self {
             PluginsCommand::List { json } => {
@@ -103,8 +112,21 @@ impl PluginsCommand {
                     }
                 }
             }
+            PluginsCommand::Adapter { .. } => unreachable!("handled before the runtime starts"),
         }
     }
+}
+
+/// The adapter's bytes, as `wasmtime` 48.0.8 ships them.
+pub const REACTOR_ADAPTER: &[u8] =
+    wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER;
+
+pub fn write_adapter(file: &Path) -> Result<()> {
+    if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(file, REACTOR_ADAPTER).with_context(|| format!("writing {}", file.display()))
 }
 
 fn print_status(status: &PluginStatus) {
@@ -124,6 +146,14 @@ fn print_status(status: &PluginStatus) {
             }
             if !g.env.is_empty() {
                 grants.push(format!("env {}", g.env.join(",")));
+            }
+            if !g.network.allow.is_empty() {
+                let origins: Vec<&str> =
+                    g.network.allow.iter().map(|o| o.written.as_str()).collect();
+                grants.push(format!("net {}", origins.join(",")));
+            }
+            for c in &g.network.credentials {
+                grants.push(format!("secret {} -> {}", c.secret, c.host));
             }
             let grants = if grants.is_empty() {
                 "none".to_string()

@@ -51,7 +51,7 @@ impl Plugin {
             self.runtime.engine(),
             &self.name,
             limits,
-            Capabilities::Granted(&self.grants),
+            Capabilities::Granted(&self.grants, self.runtime.secrets()),
             deadline.clone(),
         )
         .map_err(|e| {

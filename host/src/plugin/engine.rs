@@ -22,6 +22,7 @@ use super::bindings::ToolAndHookPlugin;
 use super::cache::{CompileCache, Compiler};
 use super::grants::MAX_MEMORY_MIB;
 use super::sandbox::PluginState;
+use super::secrets::Secrets;
 
 /// How often the epoch advances; a call's deadline is checked at each tick,
 /// so a runaway guest is stopped at most this late.
@@ -43,6 +44,8 @@ pub struct RuntimeConfig {
     /// Folders of the host's own that no grant may reach, besides the cache
     /// and each plugin's own directory, which are always protected.
     pub protected_dirs: Vec<std::path::PathBuf>,
+    /// The operator's secrets, which grants' credentials name.
+    pub secrets: Arc<Secrets>,
 }
 
 impl Default for RuntimeConfig {
@@ -52,6 +55,7 @@ impl Default for RuntimeConfig {
             compiler: Compiler::InProcess,
             max_instances: 1000,
             protected_dirs: Vec::new(),
+            secrets: Arc::default(),
         }
     }
 }
@@ -68,6 +72,7 @@ struct Inner {
     linker: Linker<PluginState>,
     cache: CompileCache,
     protected_dirs: Vec<std::path::PathBuf>,
+    secrets: Arc<Secrets>,
     _ticker: EpochTicker,
 }
 
@@ -98,6 +103,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         ToolAndHookPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
 
         let mut protected_dirs = config.protected_dirs;
@@ -110,6 +116,7 @@ impl Runtime {
                 linker,
                 cache,
                 protected_dirs,
+                secrets: config.secrets,
             }),
         })
     }
@@ -124,6 +131,10 @@ impl Runtime {
 
     pub fn cache(&self) -> &CompileCache {
         &self.inner.cache
+    }
+
+    pub fn secrets(&self) -> &Arc<Secrets> {
+        &self.inner.secrets
     }
 
     /// Folders no grant may overlap.

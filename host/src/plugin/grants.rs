@@ -36,6 +36,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use super::hook_settings::{FailMode, HookSettings, HookSettingsToml};
+use super::network::{CredentialToml, NetworkGrant, NetworkToml};
+use super::secrets::Secrets;
 
 /// The largest memory limit a grant may ask for. The pooling allocator reserves
 /// address space for this much per instance slot.
@@ -56,6 +58,11 @@ pub struct GrantsToml {
     pub spawn_subturn: bool,
     #[serde(default)]
     pub hooks: HookSettingsToml,
+    /// What it may reach over `wasi:http`.
+    #[serde(default)]
+    pub network: NetworkToml,
+    #[serde(default)]
+    pub credentials: Vec<CredentialToml>,
     /// The plugin's settings, for `config.get`.
     #[serde(default)]
     pub config: toml::Table,
@@ -136,6 +143,9 @@ pub struct Grants {
     pub spawn_subturn: bool,
     /// How the plugin's hooks run.
     pub hooks: HookSettings,
+    /// What it may reach over `wasi:http`, and the secrets added to it.
+    #[serde(serialize_with = "shared")]
+    pub network: Arc<NetworkGrant>,
     /// The `[config]` table as a JSON object.
     pub config: serde_json::Value,
     /// `config` as text, handed to every call that asks.
@@ -153,6 +163,7 @@ impl Default for Grants {
             limits: Limits::default(),
             spawn_subturn: false,
             hooks: HookSettings::default(),
+            network: Arc::default(),
             config: serde_json::Value::Object(Default::default()),
             config_json: "{}".into(),
             source: None,
@@ -170,10 +181,14 @@ impl Grants {
     /// Errors name the file, the field and what was expected. No directory
     /// grant may overlap `protected` (the host's own folders: a plugin that
     /// could write there could grant itself anything).
-    pub fn for_plugin(wasm: &Path, protected: &[PathBuf]) -> Result<Grants, String> {
+    pub fn for_plugin(
+        wasm: &Path,
+        protected: &[PathBuf],
+        secrets: &Secrets,
+    ) -> Result<Grants, String> {
         let sidecar = Self::sidecar_of(wasm);
         match std::fs::read_to_string(&sidecar) {
-            Ok(text) => Self::parse(&text, &sidecar, protected),
+            Ok(text) => Self::parse(&text, &sidecar, protected, secrets),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants::default()),
             Err(e) => Err(format!("{}: cannot read: {e}", sidecar.display())),
         }
@@ -181,7 +196,12 @@ impl Grants {
 
     /// Parses and resolves a grants file; relative directory paths are taken
     /// from the file's folder.
-    pub fn parse(text: &str, file: &Path, protected: &[PathBuf]) -> Result<Grants, String> {
+    pub fn parse(
+        text: &str,
+        file: &Path,
+        protected: &[PathBuf],
+        secrets: &Secrets,
+    ) -> Result<Grants, String> {
         let at = |msg: String| format!("{}: {msg}", file.display());
         let toml: GrantsToml = toml::from_str(text).map_err(|e| at(toml_error(&e)))?;
         let base = file.parent().unwrap_or(Path::new("."));
@@ -253,11 +273,18 @@ impl Grants {
             limits: resolve_limits(&toml.limits).map_err(at)?,
             spawn_subturn: toml.spawn_subturn,
             hooks: HookSettings::resolve(&toml.hooks).map_err(at)?,
+            network: Arc::new(
+                NetworkGrant::resolve(&toml.network, &toml.credentials, secrets).map_err(at)?,
+            ),
             config_json: config.to_string().into(),
             config,
             source: Some(file.to_path_buf()),
         })
     }
+}
+
+fn shared<S: serde::Serializer, T: Serialize>(value: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
+    value.as_ref().serialize(s)
 }
 
 /// `value` if it is within `min..=max`; otherwise an error naming `field`.
@@ -317,7 +344,12 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Grants, String> {
-        Grants::parse(text, Path::new("/plugins/demo.toml"), &[])
+        Grants::parse(
+            text,
+            Path::new("/plugins/demo.toml"),
+            &[],
+            &Secrets::default(),
+        )
     }
 
     fn dir_grant(host: &Path, guest: &str) -> String {
@@ -347,6 +379,7 @@ mod tests {
             &dir_grant(&data, "/d"),
             Path::new("/p/demo.toml"),
             std::slice::from_ref(&plugins),
+            &Secrets::default(),
         )
         .unwrap_err();
         assert_eq!(

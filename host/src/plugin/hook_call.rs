@@ -60,7 +60,7 @@ impl Plugin {
             self.runtime.engine(),
             &self.name,
             &limits,
-            Capabilities::Granted(&self.grants),
+            Capabilities::Granted(&self.grants, self.runtime.secrets()),
             deadline.clone(),
         )
         .map_err(|e| format!("plugin '{}' could not start: {e:#}", self.name))?;

@@ -100,7 +100,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
     check_header(&bytes)?;
     let mut protected = runtime.protected_dirs().to_vec();
     protected.extend(path.parent().map(Path::to_path_buf));
-    let grants = Grants::for_plugin(path, &protected)?;
+    let grants = Grants::for_plugin(path, &protected, runtime.secrets())?;
 
     let rt = runtime.clone();
     let (component, cache) =

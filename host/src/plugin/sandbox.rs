@@ -13,9 +13,12 @@ use anyhow::{Context, Result};
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::grants::{DirMode, Grants, Limits};
+use super::http::NetworkAccess;
 use super::output::{CallLog, GuestOutput};
+use super::secrets::Secrets;
 
 /// The data of one call's store.
 pub struct PluginState {
@@ -29,6 +32,9 @@ pub struct PluginState {
     pub(super) spawn: super::spawn::SpawnAccess,
     /// What `config.get` returns: the plugin's `[config]` as JSON.
     pub(super) config: Arc<str>,
+    http: WasiHttpCtx,
+    /// Where `wasi:http` requests may go.
+    network: NetworkAccess,
 }
 
 /// How often a paused deadline is looked at again.
@@ -126,6 +132,16 @@ impl WasiView for PluginState {
     }
 }
 
+impl WasiHttpView for PluginState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.network,
+        }
+    }
+}
+
 /// The shared types interface has no functions; the bindings still ask for
 /// its (empty) host trait.
 impl super::bindings::wasmclaw::plugin::types::Host for PluginState {}
@@ -162,8 +178,8 @@ impl PluginState {
 pub enum Capabilities<'a> {
     /// Nothing: used to call `list-tools` at load.
     None,
-    /// What the grants name.
-    Granted(&'a Grants),
+    /// What the grants name; credentials are looked up in `secrets`.
+    Granted(&'a Grants, &'a Arc<Secrets>),
 }
 
 /// Most WASI resources (open files, streams, pollables) one call may hold;
@@ -185,7 +201,13 @@ pub fn new_store(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
-    if let Capabilities::Granted(grants) = caps {
+    let network = match caps {
+        Capabilities::Granted(grants, secrets) => {
+            NetworkAccess::new(plugin.clone(), grants.network.clone(), secrets.clone())
+        }
+        Capabilities::None => NetworkAccess::new(plugin.clone(), Arc::default(), Arc::default()),
+    };
+    if let Capabilities::Granted(grants, _) = caps {
         for name in &grants.env {
             if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
                 wasi.env(name, value);
@@ -224,6 +246,8 @@ pub fn new_store(
         timed_out: false,
         spawn: Default::default(),
         config: "{}".into(),
+        http: WasiHttpCtx::new(),
+        network,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);

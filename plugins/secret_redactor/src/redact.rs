@@ -9,6 +9,16 @@
 //! spans are merged, and the text is rebuilt once. So a pattern never sees the
 //! markers another one wrote, and a secret two patterns both match is hidden
 //! once, under the kind of the pattern listed first.
+//!
+//! Compiling the built-in patterns is most of the cost of a hook call (about
+//! 3 ms for all of them), and every call runs in a fresh instance, so nothing
+//! compiled outlives it. Each built-in pattern therefore has a [`Prefilter`]:
+//! literals, one of which every match contains. A pattern is compiled and run
+//! only on text that contains one of its literals; on text without any it
+//! could not match anyway. Most tool results hold none, and compile nothing.
+//! The operator's patterns are arbitrary, so they are always compiled and run.
+
+use std::cell::OnceCell;
 
 use regex::{Regex, RegexBuilder};
 use serde_json::Value;
@@ -39,41 +49,129 @@ const ASSIGNED_VALUE: &str = concat!(
 /// (see [`is_plain_value`]).
 const ASSIGNMENT_KIND: &str = "secret_value";
 
-/// The built-in patterns as (kind, regex), in priority order: when two of them
-/// hide the same text, the marker names the earlier one. `(?-u:\b)` is an
-/// ASCII word boundary, cheaper than the Unicode one.
-const BUILTIN: &[(&str, &str)] = &[
+/// Which texts the assignment pattern may match: those with one of its key
+/// words (see [`ASSIGNED_KEY`]), in any letter case.
+const ASSIGNMENT_PREFILTER: Prefilter =
+    Prefilter::ignoring_case(&["apikey", "api_key", "api-key", "secret", "token", "passw"]);
+
+/// The built-in patterns as (kind, regex, prefilter), in priority order: when
+/// two of them hide the same text, the marker names the earlier one.
+/// `(?-u:\b)` is an ASCII word boundary, cheaper than the Unicode one.
+const BUILTIN: &[(&str, &str, Prefilter)] = &[
     // A PEM block, up to its END line or, if the text was cut short, to the end.
     (
         "private_key",
         r"-----BEGIN[A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z ]*PRIVATE KEY-----|\z)",
+        Prefilter::exact(&["PRIVATE KEY"]),
     ),
     (
         "aws_access_key_id",
         r"(?-u:\b)(?:AKIA|ASIA)[A-Z0-9]{16}(?-u:\b)",
+        Prefilter::exact(&["AKIA", "ASIA"]),
     ),
     (
         "github_token",
         r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+        Prefilter::exact(&["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"]),
     ),
-    ("openai_api_key", r"(?-u:\b)sk-[A-Za-z0-9_-]{20,}"),
-    ("slack_token", r"(?-u:\b)xox[abprs]-[A-Za-z0-9-]{10,}"),
+    (
+        "openai_api_key",
+        r"(?-u:\b)sk-[A-Za-z0-9_-]{20,}",
+        Prefilter::exact(&["sk-"]),
+    ),
+    (
+        "slack_token",
+        r"(?-u:\b)xox[abprs]-[A-Za-z0-9-]{10,}",
+        Prefilter::exact(&["xox"]),
+    ),
     (
         "jwt",
         r"(?-u:\b)eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+",
+        Prefilter::exact(&["eyJ"]),
     ),
-    // Only the token is hidden; "Bearer " stays so the text still reads.
+    // Only the token is hidden; "Bearer " stays so the text still reads. The
+    // prefilter ignores case although the pattern only takes `[Bb]`: it costs
+    // nothing and stays right should the pattern ever take any case.
     (
         "bearer_token",
         r"(?-u:\b)[Bb]earer[ \t]+([A-Za-z0-9._~+/-]{16,}=*)",
+        Prefilter::ignoring_case(&["earer"]),
     ),
 ];
+
+/// Literals of a pattern, one of which each of its matches contains. A text
+/// with none of them cannot match, so the pattern need not be compiled for it.
+#[derive(Clone, Copy)]
+struct Prefilter {
+    /// Not empty, and none of them empty.
+    needles: &'static [&'static str],
+    /// Compare ASCII letters in either case (for `(?i-u:...)` patterns; an
+    /// ASCII-only case fold is exactly what `-u` makes the regex do).
+    ignore_ascii_case: bool,
+}
+
+impl Prefilter {
+    const fn exact(needles: &'static [&'static str]) -> Self {
+        Prefilter {
+            needles,
+            ignore_ascii_case: false,
+        }
+    }
+
+    const fn ignoring_case(needles: &'static [&'static str]) -> Self {
+        Prefilter {
+            needles,
+            ignore_ascii_case: true,
+        }
+    }
+
+    /// Whether `text` contains one of the needles.
+    fn passes(&self, text: &str) -> bool {
+        self.needles.iter().any(|needle| {
+            if self.ignore_ascii_case {
+                contains_ignore_ascii_case(text, needle)
+            } else {
+                text.contains(needle)
+            }
+        })
+    }
+}
+
+/// `needle` (not empty) occurs in `text`, ASCII letters compared in either case.
+fn contains_ignore_ascii_case(text: &str, needle: &str) -> bool {
+    let needle = needle.as_bytes();
+    text.as_bytes()
+        .windows(needle.len())
+        .any(|window| window.eq_ignore_ascii_case(needle))
+}
 
 /// One named pattern.
 struct Pattern {
     /// Written into the marker: `[REDACTED:<kind>]`.
     kind: String,
-    regex: Regex,
+    /// The regex as written.
+    source: String,
+    /// `None`: searched in every text (the operator's patterns).
+    prefilter: Option<Prefilter>,
+    /// Compiled on first use: the operator's patterns when they are added (so
+    /// that a bad one is reported), built-in ones by [`Pattern::regex_for`].
+    regex: OnceCell<Regex>,
+}
+
+impl Pattern {
+    /// The compiled regex to search `text` with, or `None` when its prefilter
+    /// says it cannot match there (it then stays uncompiled).
+    fn regex_for(&self, text: &str) -> Option<&Regex> {
+        if self.prefilter.is_some_and(|p| !p.passes(text)) {
+            return None;
+        }
+        // Only built-in patterns get here uncompiled: constants that the test
+        // `every_builtin_compiles` compiles.
+        Some(
+            self.regex
+                .get_or_init(|| compile(&self.source).expect("built-in patterns compile")),
+        )
+    }
 }
 
 /// The result of [`Redactor::redact`] when something was hidden.
@@ -99,20 +197,23 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    /// Only the built-in patterns.
+    /// Only the built-in patterns. None is compiled yet: [`Redactor::redact`]
+    /// compiles those that the text it is given may contain.
     pub fn builtin() -> Self {
-        let mut redactor = Redactor {
-            patterns: Vec::new(),
-        };
         let assignment = format!("{ASSIGNED_KEY}{ASSIGNED_VALUE}");
-        let builtins = BUILTIN.iter().copied();
-        for (kind, regex) in builtins.chain([(ASSIGNMENT_KIND, assignment.as_str())]) {
-            // The built-in patterns are constants covered by the tests below.
-            redactor
-                .add(kind, regex)
-                .expect("built-in patterns compile");
-        }
-        redactor
+        let builtins = BUILTIN
+            .iter()
+            .map(|&(kind, regex, prefilter)| (kind, regex.to_string(), prefilter));
+        let patterns = builtins
+            .chain([(ASSIGNMENT_KIND, assignment, ASSIGNMENT_PREFILTER)])
+            .map(|(kind, source, prefilter)| Pattern {
+                kind: kind.to_string(),
+                source,
+                prefilter: Some(prefilter),
+                regex: OnceCell::new(),
+            })
+            .collect();
+        Redactor { patterns }
     }
 
     /// The built-in patterns plus the operator's, read from the `[config]`
@@ -149,18 +250,28 @@ impl Redactor {
         (redactor, warnings)
     }
 
-    /// Adds a pattern after the existing ones; `Err` says why it does not compile.
+    /// Adds a pattern after the existing ones, compiled now and searched in
+    /// every text; `Err` says why it does not compile.
     pub fn add(&mut self, kind: &str, regex: &str) -> Result<(), String> {
-        let regex = RegexBuilder::new(regex)
-            .size_limit(SIZE_LIMIT)
-            .dfa_size_limit(2 * SIZE_LIMIT)
-            .build()
-            .map_err(|e| format!("invalid regex: {}", one_line(&e.to_string())))?;
+        let compiled = compile(regex)?;
         self.patterns.push(Pattern {
             kind: kind.to_string(),
-            regex,
+            source: regex.to_string(),
+            prefilter: None,
+            regex: OnceCell::from(compiled),
         });
         Ok(())
+    }
+
+    /// The kinds of the patterns compiled so far, in priority order: the
+    /// operator's, and the built-in ones some text given to
+    /// [`Redactor::redact`] may have matched.
+    pub fn compiled(&self) -> Vec<&str> {
+        self.patterns
+            .iter()
+            .filter(|p| p.regex.get().is_some())
+            .map(|p| p.kind.as_str())
+            .collect()
     }
 
     /// `text` with every secret hidden, or `None` when there was nothing to hide.
@@ -189,6 +300,9 @@ impl Redactor {
     fn find_all(&self, text: &str) -> Vec<Span> {
         let mut spans = Vec::new();
         for (index, pattern) in self.patterns.iter().enumerate() {
+            let Some(regex) = pattern.regex_for(text) else {
+                continue; // its prefilter says it cannot match
+            };
             let mut push = |start: usize, end: usize| {
                 if start < end {
                     spans.push(Span {
@@ -198,14 +312,14 @@ impl Redactor {
                     });
                 }
             };
-            if pattern.regex.captures_len() == 1 {
+            if regex.captures_len() == 1 {
                 // No groups: hide whole matches (the fast path).
-                for m in pattern.regex.find_iter(text) {
+                for m in regex.find_iter(text) {
                     push(m.start(), m.end());
                 }
                 continue;
             }
-            for caps in pattern.regex.captures_iter(text) {
+            for caps in regex.captures_iter(text) {
                 // The first group that took part in the match.
                 let Some(m) = caps.iter().skip(1).flatten().next() else {
                     continue;
@@ -240,6 +354,15 @@ fn merge(mut spans: Vec<Span>) -> Vec<Span> {
         }
     }
     merged
+}
+
+/// `regex` compiled within the size limits; `Err` says why it does not compile.
+fn compile(regex: &str) -> Result<Regex, String> {
+    RegexBuilder::new(regex)
+        .size_limit(SIZE_LIMIT)
+        .dfa_size_limit(2 * SIZE_LIMIT)
+        .build()
+        .map_err(|e| format!("invalid regex: {}", one_line(&e.to_string())))
 }
 
 /// A regex error on one line: the crate's messages span several (the pattern,
@@ -399,6 +522,119 @@ mod tests {
         assert!(warnings.is_empty());
         let (_, warnings) = Redactor::from_config(&json!({"patterns": "x"}));
         assert_eq!(warnings.len(), 1);
+    }
+
+    /// With every pattern searched in every text, as before prefilters.
+    fn unfiltered() -> Redactor {
+        let mut r = Redactor::builtin();
+        for pattern in &mut r.patterns {
+            pattern.prefilter = None;
+        }
+        r
+    }
+
+    #[test]
+    fn every_builtin_compiles() {
+        let r = unfiltered();
+        assert_eq!(r.redact(""), None);
+        assert_eq!(r.compiled().len(), BUILTIN.len() + 1);
+    }
+
+    #[test]
+    fn clean_text_compiles_nothing() {
+        let listing = "total 4\n-rw-r--r-- 1 me staff 1204 Dec  1 05:40 notes.md\n";
+        for text in [
+            "",
+            listing,
+            r#"{"sum": 42, "files": ["a.txt", "b.txt"], "truncated": false}"#,
+            "Paris is the capital of France. 2 + 2 = 4; see https://example.com/docs?page=2",
+            "Café, naïve, 東京: non-ASCII text",
+        ] {
+            let r = Redactor::builtin();
+            assert_eq!(r.redact(text), None, "{text}");
+            assert_eq!(r.compiled(), Vec::<&str>::new(), "{text}");
+        }
+        // The operator's patterns are compiled, and searched, whatever the text.
+        let config = json!({"patterns": [{"name": "employee_id", "regex": r"\bEMP-\d{6}\b"}]});
+        let (r, _) = Redactor::from_config(&config);
+        assert_eq!(r.compiled(), ["employee_id"]);
+        assert_eq!(r.redact(listing), None);
+        assert_eq!(r.compiled(), ["employee_id"]);
+    }
+
+    #[test]
+    fn each_kind_is_found_compiling_only_its_pattern() {
+        let cases = [
+            (
+                "-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----",
+                "private_key",
+            ),
+            ("id AKIAIOSFODNN7EXAMPLE", "aws_access_key_id"),
+            ("id ASIAABCDEFGHIJKLMNOP", "aws_access_key_id"),
+            ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
+            ("gho_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
+            ("ghu_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
+            ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
+            ("ghr_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
+            (
+                "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+                "github_token",
+            ),
+            ("key sk-proj-abcDEF1234567890abcdef", "openai_api_key"),
+            ("xoxa-1234567890-abcdefghij", "slack_token"),
+            ("xoxp-1234567890-abcdefghij", "slack_token"),
+            ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "jwt"),
+            ("Authorization: Bearer abcdefghijklmnop1234", "bearer_token"),
+            ("authorization: bearer abcdefghijklmnop1234", "bearer_token"),
+            ("DB_PASSWORD=hunter2", "secret_value"),
+            ("passwd: hunter2", "secret_value"),
+            ("X-API-KEY: abc123", "secret_value"),
+            ("ApiKey = abc123", "secret_value"),
+            ("api_key=abc123", "secret_value"),
+            (r#"{"clientSecret": "abc"}"#, "secret_value"),
+            ("?access_TOKEN=abc&page=2", "secret_value"),
+        ];
+        for (text, kind) in cases {
+            let r = Redactor::builtin();
+            let hidden = r.redact(text).map(|r| r.text).unwrap_or_default();
+            assert!(
+                hidden.contains(&format!("[REDACTED:{kind}]")),
+                "{text}: {hidden}"
+            );
+            assert_eq!(r.compiled(), [kind], "{text}");
+        }
+    }
+
+    #[test]
+    fn prefilters_change_no_result() {
+        let texts = [
+            "",
+            "nothing here",
+            "the bearer of this letter",
+            "BEARER abcdefghijklmnop1234", // the pattern takes only B or b
+            "AKIA1234",
+            "akiaiosfodnn7example",
+            "ghp_short",
+            "GHP_abcdefghijklmnopqrstuvwxyz0123456789",
+            "task-force sk-short",
+            "xoxo, xoxz-1234567890-abcdefghij",
+            "eyJhbGciOiJIUzI1NiJ9 alone",
+            "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl",
+            r#"{"max_tokens": 1000, "token_count": 12, "password": null}"#,
+            "TOKEN=abc PassWord='x y' SECRET_KEY: \"z\" Api-Key => w",
+            "pass_word=abc api.key=abc keys=abc", // near misses of the key words
+            "AKIAIOSFODNN7EXAMPLE ghp_abcdefghijklmnopqrstuvwxyz0123456789 token=abc \
+             Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln xoxb-1234567890-abcdefghij \
+             sk-abcdefghijklmnopqrstuvwx",
+        ];
+        for text in texts {
+            assert_eq!(
+                Redactor::builtin().redact(text),
+                unfiltered().redact(text),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,289 @@
+//! `wasi:http` for plugins: every outgoing request passes the plugin's
+//! network grant before the host sends it.
+//!
+//! For each request, in order:
+//! 1. the call has requests left (`max_requests`);
+//! 2. its origin (`scheme://host:port`) is in the allow-list;
+//! 3. the host resolves the name itself; every address must be public,
+//!    unless the origin names that address (`http://127.0.0.1:8080`);
+//! 4. the request goes to exactly the address checked (no second lookup,
+//!    so a name cannot be re-pointed in between), with no proxy and without
+//!    following redirects: a redirect comes back to the guest, whose next
+//!    request is checked again;
+//! 5. credentials the grant names for that host are added as headers here,
+//!    so their values never enter the guest;
+//! 6. the response is read up to `max_response_kib` within `timeout_ms`,
+//!    and every credential value in it is replaced before the guest sees it.
+//!
+//! A refusal reaches the guest as `error-code.internal-error` with the
+//! host's reason, which names the plugin and the origin.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::call::{duration, size};
+use super::network::{NetworkGrant, internal_address};
+use super::secrets::Secrets;
+
+/// How long the host waits for a name to resolve.
+const DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What replaces a credential's value in a response.
+const SCRUBBED: &[u8] = b"[REDACTED]";
+
+/// One call's network access: the plugin's grant and what it has used.
+pub struct NetworkAccess {
+    plugin: Arc<str>,
+    grant: Arc<NetworkGrant>,
+    secrets: Arc<Secrets>,
+    sent: u32,
+}
+
+impl NetworkAccess {
+    pub fn new(plugin: Arc<str>, grant: Arc<NetworkGrant>, secrets: Arc<Secrets>) -> Self {
+        NetworkAccess {
+            plugin,
+            grant,
+            secrets,
+            sent: 0,
+        }
+    }
+}
+
+type Sent = Box<dyn Future<Output = Result<(), Error>> + Send>;
+type Answer = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent), Error>> + Send>;
+
+impl WasiHttpHooks for NetworkAccess {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _sent: Sent,
+    ) -> Answer {
+        self.sent += 1;
+        let over = (self.sent > self.grant.max_requests).then(|| {
+            format!(
+                "plugin '{}' made more than {} HTTP requests in one call",
+                self.plugin, self.grant.max_requests
+            )
+        });
+        let (plugin, grant, secrets) = (
+            self.plugin.clone(),
+            self.grant.clone(),
+            self.secrets.clone(),
+        );
+        Box::new(async move {
+            if let Some(message) = over {
+                return Err(refuse(&plugin, message));
+            }
+            let response = send(&plugin, &grant, &secrets, request, options)
+                .await
+                .map_err(|message| refuse(&plugin, message))?;
+            Ok((response, Box::new(async { Ok(()) }) as Sent))
+        })
+    }
+}
+
+fn refuse(plugin: &str, message: String) -> Error {
+    tracing::warn!(target: "plugin", plugin, "{message}");
+    Error::InternalError(Some(message))
+}
+
+/// The checks and the request; the error is the reason, in words.
+async fn send(
+    plugin: &str,
+    grant: &NetworkGrant,
+    secrets: &Secrets,
+    request: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+) -> Result<http::Response<WasiBody>, String> {
+    let uri = request.uri().clone();
+    let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("plugin '{plugin}' sent a request without a host: {uri}"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let origin_text = format!(
+        "{}://{}",
+        if https { "https" } else { "http" },
+        uri.authority().map(|a| a.as_str()).unwrap_or(host)
+    );
+    let Some(origin) = grant.allow.iter().find(|o| o.matches(https, host, port)) else {
+        return Err(format!(
+            "plugin '{plugin}' may not reach {origin_text}: it is not in the plugin's network allow-list"
+        ));
+    };
+
+    let addresses: Vec<IpAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => tokio::time::timeout(DNS_TIMEOUT, tokio::net::lookup_host((host, port)))
+            .await
+            .map_err(|_| format!("{host} did not resolve within {}", duration(DNS_TIMEOUT)))?
+            .map_err(|e| format!("{host} does not resolve: {e}"))?
+            .map(|a| a.ip())
+            .collect(),
+    };
+    for ip in &addresses {
+        if let Some(why) = internal_address(*ip)
+            && !origin.names(*ip)
+        {
+            return Err(format!(
+                "plugin '{plugin}' may not reach {origin_text}: {host} is {ip}, {why}; only an origin that names that address (e.g. \"http://{ip}:{port}\") allows it"
+            ));
+        }
+    }
+    let ip = *addresses
+        .first()
+        .ok_or_else(|| format!("{host} resolves to no address"))?;
+
+    let mut timeout = grant.timeout;
+    if let Some(connect) = options.and_then(|o| o.connect_timeout) {
+        timeout = timeout.min(connect.max(std::time::Duration::from_millis(1)));
+    }
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(grant.timeout)
+        .connect_timeout(timeout)
+        .resolve(host, SocketAddr::new(ip, port))
+        .build()
+        .map_err(|e| format!("the host could not set up the request: {e}"))?;
+
+    let (parts, body) = request.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| format!("could not read the request body: {e:?}"))?
+        .to_bytes();
+    let mut headers = parts.headers;
+    headers.remove(http::header::HOST);
+    let mut scrub: Vec<Vec<u8>> = Vec::new();
+    for credential in grant.credentials.iter().filter(|c| c.host.matches(host)) {
+        let value = secrets.get(&credential.secret).ok_or_else(|| {
+            format!(
+                "the secret {:?} of plugin '{plugin}' is no longer set; {}",
+                credential.secret,
+                secrets.where_to_put(&credential.secret)
+            )
+        })?;
+        let header = http::HeaderName::from_bytes(credential.header.as_bytes())
+            .expect("checked when the grants were read");
+        let mut full = http::HeaderValue::from_str(&format!("{}{value}", credential.prefix))
+            .map_err(|_| {
+                format!(
+                    "the secret {:?} is not a valid header value",
+                    credential.secret
+                )
+            })?;
+        full.set_sensitive(true);
+        headers.insert(header, full);
+        scrub.push(value.into_bytes());
+    }
+
+    let mut response = client
+        .request(parts.method, uri.to_string())
+        .headers(headers)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| request_error(&origin_text, ip, grant, &e))?;
+
+    let limit = grant.max_response_bytes;
+    let mut data = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| request_error(&origin_text, ip, grant, &e))?
+    {
+        if data.len() as u64 + chunk.len() as u64 > limit {
+            return Err(format!(
+                "the response from {origin_text} is larger than the plugin's limit of {} (network.max_response_kib)",
+                size(limit)
+            ));
+        }
+        data.extend_from_slice(&chunk);
+    }
+
+    let mut out = http::Response::builder().status(response.status());
+    for (name, value) in response.headers() {
+        if matches!(
+            name,
+            &http::header::CONTENT_LENGTH | &http::header::TRANSFER_ENCODING
+        ) {
+            continue;
+        }
+        let mut value = value.as_bytes().to_vec();
+        for secret in &scrub {
+            value = replace_all(&value, secret, SCRUBBED);
+        }
+        if let Ok(value) = http::HeaderValue::from_bytes(&value) {
+            out = out.header(name, value);
+        }
+    }
+    for secret in &scrub {
+        data = replace_all(&data, secret, SCRUBBED);
+    }
+    let body = Full::new(Bytes::from(data))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    out.body(body)
+        .map_err(|e| format!("the response from {origin_text} could not be passed on: {e}"))
+}
+
+fn request_error(origin: &str, ip: IpAddr, grant: &NetworkGrant, e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        format!(
+            "{origin} did not answer within {} (network.timeout_ms)",
+            duration(grant.timeout)
+        )
+    } else if e.is_connect() {
+        format!("could not connect to {origin} ({ip})")
+    } else {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            text = format!("{text}: {s}");
+            source = s.source();
+        }
+        format!("the request to {origin} failed: {text}")
+    }
+}
+
+/// `haystack` with every `needle` replaced by `with`.
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return haystack.to_vec();
+    }
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_occurrence_is_replaced() {
+        assert_eq!(
+            replace_all(b"a-tok-b-tok", b"tok", b"[REDACTED]"),
+            b"a-[REDACTED]-b-[REDACTED]"
+        );
+        assert_eq!(replace_all(b"to", b"tok", b"x"), b"to");
+        assert_eq!(replace_all(b"tototok", b"tok", b"X"), b"totoX");
+    }
+}
