@@ -3,7 +3,7 @@
 
 GUESTS := --release --target wasm32-wasip2 --target-dir target/guests
 
-.PHONY: setup pyenv plugins demo test lint bench
+.PHONY: setup pyenv plugins lang-plugins demo test lint bench
 
 # The guest target; rustup does not add it on its own.
 setup:
@@ -28,12 +28,19 @@ pyenv:
 plugins: setup
 	cargo build $(GUESTS) --manifest-path plugins/Cargo.toml
 
+# The example plugins in Python, JavaScript, C, Zig and Go, into
+# target/guests/lang: their toolchains are installed into target/toolchains
+# first, and each plugin's own unit tests run before it is built.
+lang-plugins: setup
+	bash scripts/lang-plugins.sh
+
 demo: setup
 	bash scripts/demo.sh
 
 # Formatting, the host and test plugins, every test, then lints (the
-# OpenAI SDK first, for the test that uses it).
-test: setup pyenv
+# OpenAI SDK and the plugins in other languages first, for the tests that
+# use them).
+test: setup pyenv lang-plugins
 	cargo fmt --all --check
 	cargo build -p wasmclaw
 	cargo test --workspace

@@ -3,6 +3,7 @@
 
 mod agent;
 mod chat;
+mod new_plugin;
 mod plugins;
 mod serve;
 mod turns;
@@ -77,6 +78,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Create a plugin folder from a template: it builds with `./build.sh`
+    /// and loads as it is.
+    NewPlugin {
+        /// The plugin's language.
+        #[arg(long, value_enum)]
+        lang: new_plugin::Lang,
+        /// The plugin's name: lower-case letters, digits and _.
+        name: String,
+        /// Where to create the folder NAME.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
+    },
     /// Inspect, check and call plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
@@ -107,6 +120,10 @@ impl Cli {
             Command::Serve(args) => serve::serve(&home, &plugin_dir, &args).await,
             Command::Turns { session, json } => turns::list(&home, &session, json).await,
             Command::Plugins(cmd) => cmd.run(&home, &plugin_dir).await,
+            Command::NewPlugin { lang, name, dir } => {
+                new_plugin::run(lang, &name, &dir)?;
+                Ok(ExitCode::SUCCESS)
+            }
             Command::CompilePlugin { out } => {
                 let mut bytes = Vec::new();
                 std::io::stdin()

@@ -21,6 +21,21 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
+/// A plugin written in another language, built by `make lang-plugins`
+/// into `target/guests/lang/NAME.wasm` (with its grants file, if it has one).
+pub fn lang_guest(name: &str) -> PathBuf {
+    let path = target_dir()
+        .join("guests/lang")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: build the plugins in other languages with `make lang-plugins` \
+         (`make test` does; it installs their toolchains into target/toolchains)",
+        path.display()
+    );
+    path
+}
+
 /// The source folder of an example plugin (holds its grants file).
 pub fn example_src(name: &str) -> PathBuf {
     Path::new(env!("WASMCLAW_PLUGINS_SRC")).join(name)
@@ -85,6 +100,19 @@ impl PluginDir {
     pub fn add_as(&self, name: &str, as_name: &str) -> PathBuf {
         let to = self.path().join(format!("{as_name}.wasm"));
         std::fs::copy(guest(name), &to).unwrap();
+        to
+    }
+
+    /// Copies a plugin built from another language in, with its grants
+    /// file if it has one.
+    pub fn add_lang(&self, name: &str) -> PathBuf {
+        let wasm = lang_guest(name);
+        let to = self.path().join(format!("{name}.wasm"));
+        std::fs::copy(&wasm, &to).unwrap();
+        let grants = wasm.with_extension("toml");
+        if grants.exists() {
+            std::fs::copy(&grants, to.with_extension("toml")).unwrap();
+        }
         to
     }
 

@@ -1,0 +1,216 @@
+//! `wasmclaw new-plugin --lang LANG NAME`: a new plugin folder that builds
+//! with one command and loads as it is.
+//!
+//! The templates are the folders `plugins/lang/<lang>/template` of the
+//! repository, built into this binary, so the command works anywhere. The
+//! placeholder `__NAME__` in file names and contents becomes the plugin's
+//! name. Every plugin gets the WIT it is built against in `wit/`; C, Zig and
+//! Go, which build preview1 core modules, also get the generated C or Go
+//! bindings and the WASI preview1 reactor adapter of this host's wasmtime.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use include_dir::{Dir, include_dir};
+
+/// The plugin contract, as this host speaks it.
+const WIT: &str = include_str!("../../../wit/plugin.wit");
+
+/// What `__NAME__` stands for in the templates.
+const PLACEHOLDER: &str = "__NAME__";
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    Rust,
+    Python,
+    Js,
+    C,
+    Zig,
+    Go,
+}
+
+/// One language's template and what goes with it.
+struct Template {
+    files: &'static Dir<'static>,
+    /// Folders copied as they are: (contents, folder in the new plugin).
+    extras: &'static [(&'static Dir<'static>, &'static str)],
+    /// Whether the build wraps a preview1 core module with the adapter.
+    adapter: bool,
+    /// What the build needs, for the message after creating the folder.
+    needs: &'static str,
+}
+
+static RUST: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/rust/template");
+static PYTHON: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/python/template");
+
+impl Lang {
+    fn template(self) -> Template {
+        match self {
+            Lang::Rust => Template {
+                files: &RUST,
+                extras: &[],
+                adapter: false,
+                needs: "Rust with the wasm32-wasip2 target (rustup target add wasm32-wasip2)",
+            },
+            Lang::Python => Template {
+                files: &PYTHON,
+                extras: &[],
+                adapter: false,
+                needs: "componentize-py (pip install componentize-py==0.25.1)",
+            },
+            other => unimplemented!("{other:?}"),
+        }
+    }
+}
+
+/// The file name the adapter gets in a new plugin's folder.
+pub const ADAPTER_FILE: &str = "wasi_snapshot_preview1.reactor.wasm";
+
+/// Creates `parent/name` from the template of `lang`; returns the folder.
+pub fn create(lang: Lang, name: &str, parent: &Path) -> Result<PathBuf> {
+    check_name(name)?;
+    let dir = parent.join(name);
+    if dir.exists() {
+        bail!(
+            "{} already exists; choose another name or folder",
+            dir.display()
+        );
+    }
+    let template = lang.template();
+    write_tree(template.files, &dir, name)?;
+    for (extra, into) in template.extras {
+        write_tree(extra, &dir.join(into), name)?;
+    }
+    write(&dir.join("wit/plugin.wit"), WIT.as_bytes())?;
+    if template.adapter {
+        super::plugins::write_adapter(&dir.join(ADAPTER_FILE))?;
+    }
+    Ok(dir)
+}
+
+/// Prints what was made and how to build and install it.
+#[allow(clippy::print_stdout)]
+pub fn run(lang: Lang, name: &str, parent: &Path) -> Result<()> {
+    let dir = create(lang, name, parent)?;
+    let needs = lang.template().needs;
+    println!("created {}", dir.display());
+    println!(
+        "build:   cd {} && ./build.sh   (needs {needs})",
+        dir.display()
+    );
+    println!("install: cp {name}.wasm into the plugin directory (wasmclaw plugins list shows it)");
+    Ok(())
+}
+
+/// A plugin name becomes a file name and the start of tool names
+/// (`^[a-zA-Z0-9_-]{1,64}$`), and in some languages a module name.
+fn check_name(name: &str) -> Result<()> {
+    let ok = name.len() <= 40
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !ok {
+        bail!(
+            "{name:?} is not a plugin name: expected lower-case letters, digits and _, \
+             starting with a letter, at most 40 characters (e.g. \"weather\" or \"csv_tools\")"
+        );
+    }
+    Ok(())
+}
+
+/// Writes every file of `tree` under `dest`, `__NAME__` replaced in names
+/// and in text.
+fn write_tree(tree: &Dir, dest: &Path, name: &str) -> Result<()> {
+    for entry in tree.entries() {
+        if let Some(sub) = entry.as_dir() {
+            write_tree(sub, dest, name)?;
+            continue;
+        }
+        let Some(file) = entry.as_file() else {
+            continue;
+        };
+        // Paths inside an included tree are relative to its root.
+        let relative = file.path().to_string_lossy().replace(PLACEHOLDER, name);
+        let contents = match file.contents_utf8() {
+            Some(text) => text.replace(PLACEHOLDER, name).into_bytes(),
+            None => file.contents().to_vec(),
+        };
+        let path = dest.join(relative);
+        write(&path, &contents)?;
+        if path.extension().is_some_and(|e| e == "sh") {
+            make_executable(&path)?;
+        }
+    }
+    Ok(())
+}
+
+fn write(path: &Path, contents: &[u8]) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("making {} executable", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        for bad in ["", "Weather", "1st", "a-b", "a b", &"x".repeat(41)] {
+            let err = check_name(bad).unwrap_err().to_string();
+            assert!(err.contains("is not a plugin name"), "{bad:?}: {err}");
+        }
+        for good in ["weather", "csv_tools", "t2"] {
+            check_name(good).unwrap();
+        }
+    }
+
+    #[test]
+    fn every_template_is_written_with_the_name_filled_in() {
+        let parent = tempfile::tempdir().unwrap();
+        for lang in [Lang::Rust, Lang::Python] {
+            let dir = create(lang, "my_tool", parent.path()).unwrap();
+            let wit = std::fs::read_to_string(dir.join("wit/plugin.wit")).unwrap();
+            assert!(wit.starts_with("package wasmclaw:plugin@"));
+            let mut left = Vec::new();
+            visit(&dir, &mut |path| {
+                let text = std::fs::read(path).unwrap();
+                if path.to_string_lossy().contains(PLACEHOLDER)
+                    || text
+                        .windows(PLACEHOLDER.len())
+                        .any(|w| w == PLACEHOLDER.as_bytes())
+                {
+                    left.push(path.to_path_buf());
+                }
+            });
+            assert!(left.is_empty(), "{lang:?}: {PLACEHOLDER} left in {left:?}");
+            let again = create(lang, "my_tool", parent.path()).unwrap_err();
+            assert!(
+                again
+                    .to_string()
+                    .ends_with("already exists; choose another name or folder")
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
+    fn visit(dir: &Path, f: &mut dyn FnMut(&Path)) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                visit(&path, f);
+            } else {
+                f(&path);
+            }
+        }
+    }
+}

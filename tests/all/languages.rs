@@ -1,0 +1,283 @@
+//! Plugins written in Python, JavaScript, C, Zig and Go go through the same
+//! checks as the Rust examples: they load with their tools listed, a good
+//! call gives the exact result, a bad argument gives the plugin's own
+//! `invalid-input` error, and a call that breaks the memory limit is stopped
+//! with the exact error while the next call works. Then the hook written in
+//! Python in a real turn, and `wasmclaw new-plugin` for every language: the
+//! folder it makes builds with its own script and loads.
+//!
+//! The plugins are built by `make lang-plugins` (the README's test command
+//! runs it) into `target/guests/lang`.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+use wasmclaw::plugin::{ErrorKind, PluginStatus, ToolError};
+use wasmclaw::protocol::{EventBody, HookVerdict};
+use wasmclaw_tests::agents::{agent, drain, openai};
+use wasmclaw_tests::fake_model::{FakeModel, Reply};
+use wasmclaw_tests::{PluginDir, ctx, target_dir, wasmclaw_bin};
+
+/// One plugin and what to check of it.
+struct Case {
+    plugin: &'static str,
+    /// Every tool it lists, in order.
+    tools: &'static [&'static str],
+    /// (tool, arguments, the exact result).
+    good: (&'static str, Value, &'static str),
+    /// (tool, arguments that fit the schema but not the tool, the exact message).
+    bad: (&'static str, Value, &'static str),
+    /// Enough linear memory to start and answer `good`.
+    memory_mib: u64,
+    /// A call with an input that fits the schema but not `memory_mib`.
+    big: Big,
+}
+
+/// `args` with `field` set to `head` and then `unit` until it has `bytes`.
+struct Big {
+    tool: &'static str,
+    args: Value,
+    field: &'static str,
+    head: &'static str,
+    unit: &'static str,
+    bytes: usize,
+}
+
+impl Big {
+    fn arguments(&self) -> String {
+        let mut text = self.head.to_string();
+        text.push_str(
+            &self
+                .unit
+                .repeat((self.bytes - self.head.len()) / self.unit.len()),
+        );
+        let mut args = self.args.clone();
+        args[self.field] = Value::String(text);
+        args.to_string()
+    }
+}
+
+/// A result short enough for an assertion message.
+fn short(result: &Result<String, ToolError>) -> String {
+    let text = format!("{result:?}");
+    match text.char_indices().nth(300) {
+        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
+        None => text,
+    }
+}
+
+async fn check(case: Case) {
+    let dir = PluginDir::new();
+    dir.add_lang(case.plugin);
+    dir.grants(
+        case.plugin,
+        &format!("[limits]\nmemory_mib = {}\n", case.memory_mib),
+    );
+    let plugins = dir.load().await;
+
+    let catalog = plugins.catalog();
+    let loaded = match &catalog.plugins[..] {
+        [PluginStatus::Loaded(p)] => p,
+        other => panic!("{}: expected one loaded plugin, got {other:?}", case.plugin),
+    };
+    let tools: Vec<&str> = loaded.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(tools, case.tools, "{}: the tools listed", case.plugin);
+
+    let (tool, args, want) = &case.good;
+    let got = plugins.call(&ctx(), tool, &args.to_string()).await;
+    assert_eq!(got.as_deref(), Ok(*want), "{}: {tool} {args}", case.plugin);
+
+    let (tool, args, message) = &case.bad;
+    let got = plugins.call(&ctx(), tool, &args.to_string()).await;
+    assert_eq!(
+        got,
+        Err(ToolError {
+            kind: ErrorKind::InvalidInput,
+            message: message.to_string(),
+            retryable: false,
+        }),
+        "{}: {tool} {args}",
+        case.plugin
+    );
+
+    let big = &case.big;
+    let got = plugins.call(&ctx(), big.tool, &big.arguments()).await;
+    let want = Err(ToolError {
+        kind: ErrorKind::Internal,
+        message: format!(
+            "plugin '{}' exceeded its memory limit of {} MiB and was stopped",
+            case.plugin, case.memory_mib
+        ),
+        retryable: false,
+    });
+    assert!(
+        got == want,
+        "{}: {} with {} bytes: {}",
+        case.plugin,
+        big.tool,
+        big.bytes,
+        short(&got)
+    );
+
+    // The next call, in a fresh instance, is as good as the first.
+    let (tool, args, want) = &case.good;
+    let got = plugins.call(&ctx(), tool, &args.to_string()).await;
+    assert_eq!(
+        got.as_deref(),
+        Ok(*want),
+        "{}: after the breach",
+        case.plugin
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_csv_stats() {
+    check(Case {
+        plugin: "csv_stats",
+        tools: &["csv_summary", "csv_query"],
+        good: (
+            "csv_query",
+            json!({
+                "csv": "name,age\nAnn,34\nBob,29\nCid,NA\n",
+                "where": [{"column": "age", "op": ">=", "value": 30}],
+                "select": ["name"]
+            }),
+            "name\nAnn\n# 1 of 3 row(s) matched",
+        ),
+        bad: (
+            "csv_query",
+            json!({
+                "csv": "name,age\nAnn,34\n",
+                "where": [{"column": "agee", "op": "=", "value": 1}]
+            }),
+            "where: no column named 'agee'; the columns are: name, age",
+        ),
+        memory_mib: 16,
+        big: Big {
+            tool: "csv_summary",
+            args: json!({}),
+            field: "csv",
+            head: "a,b,c,d,e,f\n",
+            unit: "12,3.5,x,y,7,zz\n",
+            bytes: 1 << 20,
+        },
+    })
+    .await;
+}
+
+/// The Python hook `pii_guard`, with the grants file it ships with, hides
+/// personal data in a tool's result before the model reads it, and leaves a
+/// result without any alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_pii_guard_hides_personal_data_in_results() {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    dir.add_lang("pii_guard");
+    let plugins = dir.load().await;
+    for status in &plugins.catalog().plugins {
+        if let PluginStatus::Failed { name, error, .. } = status {
+            panic!("{name} did not load: {error}");
+        }
+    }
+    let personal = "Ann <ann@example.com>, +49 30 1234567, card 4111 1111 1111 1111";
+    let fake = FakeModel::start([
+        Reply::tool("c1", "echo", json!({ "text": personal })),
+        Reply::tool("c2", "echo", json!({ "text": "nothing personal" })),
+        Reply::text("done"),
+    ])
+    .await;
+    let (agent, mut sub) = agent(
+        plugins,
+        vec![openai(&fake, "fake-gpt", false)],
+        wasmclaw::store::Store::open_in_memory().unwrap(),
+    );
+    agent.run_turn("s", "echo").await;
+    let events = drain(&mut sub);
+    let outputs: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ToolCallEnd { output, .. } => Some(output.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        outputs,
+        ["Ann <[email]>, [phone], card [card]", "nothing personal"]
+    );
+    let decisions: Vec<(&str, HookVerdict, Option<&str>)> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::HookDecision {
+                hook,
+                decision,
+                call_id,
+                ..
+            } => Some((hook.as_str(), *decision, call_id.as_deref())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(decisions, [("pii_guard", HookVerdict::Replace, Some("c1"))]);
+}
+
+/// `wasmclaw new-plugin --lang LANG` makes a folder whose `build.sh` builds
+/// a component that loads, whose one tool `NAME_words` counts lines, words,
+/// characters and bytes.
+fn scaffold(lang: &str) {
+    let parent = tempfile::tempdir().unwrap();
+    let name = format!("my_{lang}_tool");
+    let out = Command::new(wasmclaw_bin())
+        .args(["new-plugin", "--lang", lang, &name, "--dir"])
+        .arg(parent.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folder = parent.path().join(&name);
+    let build = Command::new("bash")
+        .arg(folder.join("build.sh"))
+        .env("WASMCLAW_TOOLCHAINS", target_dir().join("toolchains"))
+        // The Rust template's own target folder would rebuild its
+        // dependencies each run: share one.
+        .env("CARGO_TARGET_DIR", target_dir().join("guests/scaffold"))
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{lang}: build.sh failed:\n{}{}",
+        String::from_utf8_lossy(&build.stdout),
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let wasm = folder.join(format!("{name}.wasm"));
+    assert!(wasm.exists(), "{lang}: build.sh made no {}", wasm.display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let dir = PluginDir::new();
+        dir.write(&format!("{name}.wasm"), &std::fs::read(&wasm).unwrap());
+        let plugins = dir.load().await;
+        let tool = format!("{name}_words");
+        let got = plugins
+            .call(
+                &ctx(),
+                &tool,
+                &json!({"text": "one two\nthree é"}).to_string(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{lang}: {tool}: {e:?}"));
+        let got: Value = serde_json::from_str(&got).unwrap();
+        let want = json!({"lines": 2, "words": 4, "characters": 15, "bytes": 16});
+        assert_eq!(got, want, "{lang}");
+    });
+}
+
+#[test]
+fn new_plugin_rust() {
+    scaffold("rust");
+}
+
+#[test]
+fn new_plugin_python() {
+    scaffold("python");
+}
