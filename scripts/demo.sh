@@ -70,6 +70,21 @@ step plugins call search_files '{"pattern":"Ada"}'
 step plugins call regex_replace '{"text":"call Ada at 10:30","pattern":"(\\d+):(\\d+)","replacement":"${1}h${2}"}'
 step plugins call date_diff '{"from":"2024-02-01","to":"2025-03-15"}'
 
+printf '\n\033[1m# The network: web_fetch reaches only the origins its grant names (here a local web server, named by its address)\033[0m\n'
+mkdir -p "$home/site"
+printf '<html><head><title>Party</title><style>p{}</style></head><body><h1>Garden party</h1><p>Saturday at <b>four</b>.</p><ul><li>lanterns</li><li>lemonade</li></ul></body></html>\n' > "$home/site/party.html"
+python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$home/site" > "$home/site.out" 2>&1 &
+site=$!
+for _ in $(seq 100); do grep -q 'port [0-9]' "$home/site.out" && break; sleep 0.1; done
+port=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$home/site.out" | head -1)
+cp target/guests/wasm32-wasip2/release/web_fetch.wasm "$home/plugins/"
+printf '[network]\nallow = ["http://127.0.0.1:%s"]\nmax_requests = 3\n' "$port" > "$home/plugins/web_fetch.toml"
+cat "$home/plugins/web_fetch.toml"
+step plugins call web_fetch "{\"url\":\"http://127.0.0.1:$port/party.html\"}"
+step plugins call web_fetch "{\"url\":\"http://localhost:$port/party.html\"}"
+step plugins call web_fetch '{"url":"https://example.com/"}'
+kill "$site"; wait "$site" 2>/dev/null || true
+
 printf '\n\033[1m# The sandbox: files outside the grant, bad arguments, a broken plugin\033[0m\n'
 step plugins call read_file '{"path":"../../etc/passwd"}'
 step plugins call calculate '{"expr":"1+1"}'

@@ -180,7 +180,7 @@ EOF
     local start=$SECONDS
     python3 -m venv --clear "$venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "ziglang==$ZIGLANG"
-    say "zig: zig $("$venv/bin/python" -m ziglang version) ($((SECONDS - start)) s)"
+    say "zig: zig $("$venv/bin/python" -m ziglang version), $(du -sh "$venv" | cut -f1) ($((SECONDS - start)) s)"
   fi
   install_wasm_tools
   install_adapter
@@ -207,7 +207,7 @@ EOF
 }
 
 langs=("$@")
-[[ ${#langs[@]} -gt 0 ]] || langs=(python js)
+[[ ${#langs[@]} -gt 0 ]] || langs=(python js c zig go)
 for lang in "${langs[@]}"; do
   case "$lang" in
     python) install_python ;;

