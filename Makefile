@@ -34,7 +34,7 @@ plugins: setup
 lang-plugins: setup
 	bash scripts/lang-plugins.sh
 
-demo: setup
+demo: setup lang-plugins
 	bash scripts/demo.sh
 
 # Formatting, the host and test plugins, every test, then lints (the

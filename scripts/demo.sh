@@ -85,6 +85,18 @@ step plugins call web_fetch "{\"url\":\"http://localhost:$port/party.html\"}"
 step plugins call web_fetch '{"url":"https://example.com/"}'
 kill "$site"; wait "$site" 2>/dev/null || true
 
+printf '\n\033[1m# Plugins in other languages (built by make lang-plugins): Python, JavaScript, C, Zig, Go\033[0m\n'
+for p in csv_stats html_text checksum semver when; do
+  cp "target/guests/lang/$p.wasm" "$home/plugins/"
+  [[ ! -f "target/guests/lang/$p.toml" ]] || cp "target/guests/lang/$p.toml" "$home/plugins/"
+done
+step plugins call csv_summary '{"csv":"guest,age,drinks\nAda,36,2\nGrace,45,1\nLinus,29,3\n"}'
+step plugins call html_to_text '{"html":"<h1>Invitation</h1><p>Bring <b>lanterns</b> &amp; <a href=\"https://example.com/map\">the map</a>.</p>"}'
+step plugins call checksum '{"text":"garden party","algorithm":"sha256"}'
+step plugins call semver_sort '{"versions":["1.10.0","1.2.3","0.9.0","1.2.10"]}'
+step plugins call timezone_convert '{"datetime":"2026-12-18T16:00:00Z","to":"Asia/Tokyo"}'
+step plugins call datetime_add '{"datetime":"2026-12-18","duration":"2y"}'
+
 printf '\n\033[1m# The sandbox: files outside the grant, bad arguments, a broken plugin\033[0m\n'
 step plugins call read_file '{"path":"../../etc/passwd"}'
 step plugins call calculate '{"expr":"1+1"}'
