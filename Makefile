@@ -1,5 +1,6 @@
 # Entry points for every developer task. The README's two commands are
-# `make demo` (the offline demo) and `make test` (what CI runs).
+# `make demo` (the demo: no model or network needed once the toolchains
+# are installed) and `make test` (what CI runs).
 
 GUESTS := --release --target wasm32-wasip2 --target-dir target/guests
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The offline demo: builds wasmclaw and the example plugins, installs them in
+# The demo, offline (a scripted model; the only web server is a local one it
+# starts): builds wasmclaw and the example plugins, installs them in
 # a demo home folder (target/demo) as an operator would, lets a scripted model
 # drive them through a turn of several iterations, shows the hooks at work,
 # and shows the sandbox.
@@ -75,8 +76,10 @@ mkdir -p "$home/site"
 printf '<html><head><title>Party</title><style>p{}</style></head><body><h1>Garden party</h1><p>Saturday at <b>four</b>.</p><ul><li>lanterns</li><li>lemonade</li></ul></body></html>\n' > "$home/site/party.html"
 python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$home/site" > "$home/site.out" 2>&1 &
 site=$!
+trap 'kill "$site" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q 'port [0-9]' "$home/site.out" && break; sleep 0.1; done
 port=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$home/site.out" | head -1)
+[[ -n "$port" ]] || { echo "demo: the local web server did not start: $(cat "$home/site.out")" >&2; exit 1; }
 cp target/guests/wasm32-wasip2/release/web_fetch.wasm "$home/plugins/"
 printf '[network]\nallow = ["http://127.0.0.1:%s"]\nmax_requests = 3\n' "$port" > "$home/plugins/web_fetch.toml"
 cat "$home/plugins/web_fetch.toml"

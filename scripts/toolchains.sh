@@ -70,6 +70,12 @@ install_js() {
     say "js: needs node and npm (Node.js 20.19 or newer), which are not on PATH" >&2
     exit 1
   fi
+  # componentize-js's dependencies need 20.19 or newer (Debian 12's nodejs
+  # is 18): say so rather than fail later inside npm.
+  if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
+    say "js: Node.js $(node --version) is too old; componentize-js needs 20.19 or newer (https://nodejs.org or NodeSource packages)" >&2
+    exit 1
+  fi
   local want
   want=$(cd "$lock" && node -p "require('./package.json').dependencies['@bytecodealliance/componentize-js']")
   if [[ "$want" != "$COMPONENTIZE_JS" ]]; then

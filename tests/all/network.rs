@@ -191,11 +191,19 @@ async fn only_allowed_origins_are_reached() {
     )
     .await
     .unwrap_err();
+    // The host names the first address localhost resolves to here
+    // (127.0.0.1 or ::1, as /etc/hosts orders them).
+    let first = tokio::net::lookup_host(("localhost", ok.port))
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
     assert_eq!(
         err.1,
         format!(
-            "plugin 'netcheck' may not reach http://localhost:{0}: localhost is 127.0.0.1, a loopback address; only an origin that names that address (e.g. \"http://127.0.0.1:{0}\") allows it",
-            ok.port
+            "plugin 'netcheck' may not reach http://localhost:{}: localhost is {}, a loopback address; only an origin that names that address (e.g. \"http://{first}\") allows it",
+            ok.port,
+            first.ip()
         )
     );
 
@@ -265,7 +273,11 @@ async fn the_credential_reaches_the_server_and_never_the_plugin() {
         &plugins,
         json!({
             "url": format!("http://127.0.0.1:{}/echo-headers", s.port),
-            "headers": {"authorization": "Bearer guessed"}
+            "headers": {
+                "authorization": "Bearer guessed",
+                "accept-encoding": "gzip",
+                "range": "bytes=0-3"
+            }
         }),
     )
     .await
@@ -282,6 +294,13 @@ async fn the_credential_reaches_the_server_and_never_the_plugin() {
         body.contains(&("authorization".into(), "Bearer [REDACTED]".into())),
         "{body:?}"
     );
+    // No compressed or partial answer, in which the value would escape the
+    // scrub.
+    assert!(
+        body.contains(&("accept-encoding".into(), "identity".into())),
+        "{body:?}"
+    );
+    assert!(!body.iter().any(|(name, _)| name == "range"), "{body:?}");
     let headers: Vec<(String, String)> = serde_json::from_value(echoed["headers"].clone()).unwrap();
     assert!(
         headers.contains(&("x-echo-authorization".into(), "Bearer [REDACTED]".into())),
@@ -336,7 +355,7 @@ async fn the_github_example_calls_its_api_with_the_operators_token() {
 async fn limits_end_a_request_with_the_exact_error_and_nothing_else_is_held_up() {
     let s = server().await;
     let grants = format!(
-        "{}max_response_kib = 1024\ntimeout_ms = 300\nmax_requests = 3\n",
+        "{}max_response_kib = 1024\nmax_request_kib = 64\ntimeout_ms = 300\nmax_requests = 3\n",
         allow(s.port)
     );
     let (_dir, plugins) = netcheck(wasmclaw_tests::runtime(), &grants).await;
@@ -356,10 +375,29 @@ async fn limits_end_a_request_with_the_exact_error_and_nothing_else_is_held_up()
         )
     );
 
-    // A server that never answers, while another call goes on.
+    let err = fetch(
+        &plugins,
+        json!({"url": url("hello"), "method": "POST", "body": "x".repeat((64 << 10) + 1)}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.1,
+        format!(
+            "plugin 'netcheck' sent a request body to http://127.0.0.1:{} larger than its limit of 64 KiB (network.max_request_kib)",
+            s.port
+        )
+    );
+
+    // A server that never answers, while another call goes on and ends
+    // first.
     let never = fetch(&plugins, json!({"url": url("never")}));
-    let hello = fetch(&plugins, json!({"url": url("hello")}));
-    let (never, hello) = tokio::join!(never, hello);
+    tokio::pin!(never);
+    let hello = tokio::select! {
+        hello = fetch(&plugins, json!({"url": url("hello")})) => hello,
+        never = &mut never => panic!("the call to a silent server ended first: {never:?}"),
+    };
+    let never = never.await;
     assert_eq!(
         never.unwrap_err().1,
         format!(

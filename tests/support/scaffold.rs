@@ -2,7 +2,8 @@
 //! `build.sh`, the way a plugin author would.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::{target_dir, wasmclaw_bin};
 
@@ -25,14 +26,14 @@ pub fn build(lang: &str, parent: &Path) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     let folder = parent.join(&name);
-    let build = Command::new("bash")
+    let mut build = Command::new("bash");
+    build
         .arg(folder.join("build.sh"))
         .env("WASMCLAW_TOOLCHAINS", target_dir().join("toolchains"))
         // The Rust template's own target folder would rebuild its
         // dependencies every run: share one.
-        .env("CARGO_TARGET_DIR", target_dir().join("guests/scaffold"))
-        .output()
-        .unwrap();
+        .env("CARGO_TARGET_DIR", target_dir().join("guests/scaffold"));
+    let build = run_within(build, BUILD_TIME, lang);
     assert!(
         build.status.success(),
         "{lang}: build.sh failed (the toolchains come from `make lang-plugins`):\n{}{}",
@@ -42,4 +43,47 @@ pub fn build(lang: &str, parent: &Path) -> PathBuf {
     let wasm = folder.join(format!("{name}.wasm"));
     assert!(wasm.exists(), "{lang}: build.sh made no {}", wasm.display());
     wasm
+}
+
+/// The longest a template's build may take (a cold Zig cache takes about a
+/// minute on two cores).
+const BUILD_TIME: Duration = Duration::from_secs(600);
+
+/// Runs `command` to its end, or kills it after `limit` and panics, so that
+/// a stalled build fails instead of holding up the test run.
+fn run_within(mut command: Command, limit: Duration, what: &str) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drain both pipes on threads, so a chatty build cannot block on them.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut buf).ok();
+        buf
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut err, &mut buf).ok();
+        buf
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            panic!("{what}: build.sh did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
 }

@@ -131,7 +131,10 @@ impl Plugin {
         Ok((store, deadline))
     }
 
-    /// Runs `tool` like [`Plugin::call`] and keeps the instance alive.
+    /// Runs `tool` and keeps the instance alive, for measuring. Unlike
+    /// [`Plugin::call`] it applies no output limit and reports failures
+    /// as they come: not for serving calls.
+    #[doc(hidden)]
     pub async fn call_and_keep(
         &self,
         ctx: &CallContext,

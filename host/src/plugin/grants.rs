@@ -212,6 +212,14 @@ impl Grants {
                     "env: {name:?} is not an environment variable name"
                 )));
             }
+            if name
+                .to_ascii_uppercase()
+                .starts_with(super::secrets::ENV_PREFIX)
+            {
+                return Err(at(format!(
+                    "env: {name:?} holds a secret, which a plugin never gets; name it in [[credentials]] instead"
+                )));
+            }
         }
 
         let mut dirs = Vec::new();
@@ -428,6 +436,15 @@ mod tests {
         assert_eq!(
             err,
             "/plugins/demo.toml: hooks.timeout_ms: expected 1 to 60000, found 0"
+        );
+    }
+
+    #[test]
+    fn a_secret_cannot_be_granted_as_an_environment_variable() {
+        let err = parse("env = [\"wasmclaw_secret_github_token\"]\n").unwrap_err();
+        assert_eq!(
+            err,
+            "/plugins/demo.toml: env: \"wasmclaw_secret_github_token\" holds a secret, which a plugin never gets; name it in [[credentials]] instead"
         );
     }
 

@@ -64,7 +64,7 @@ impl WasiHttpHooks for NetworkAccess {
         options: Option<RequestOptions>,
         _sent: Sent,
     ) -> Answer {
-        self.sent += 1;
+        self.sent = self.sent.saturating_add(1);
         let over = (self.sent > self.grant.max_requests).then(|| {
             format!(
                 "plugin '{}' made more than {} HTTP requests in one call",
@@ -123,8 +123,15 @@ async fn send(
         Ok(ip) => vec![ip],
         Err(_) => tokio::time::timeout(DNS_TIMEOUT, tokio::net::lookup_host((host, port)))
             .await
-            .map_err(|_| format!("{host} did not resolve within {}", duration(DNS_TIMEOUT)))?
-            .map_err(|e| format!("{host} does not resolve: {e}"))?
+            .map_err(|_| {
+                format!(
+                    "plugin '{plugin}' could not reach {origin_text}: {host} did not resolve within {}",
+                    duration(DNS_TIMEOUT)
+                )
+            })?
+            .map_err(|e| {
+                format!("plugin '{plugin}' could not reach {origin_text}: {host} does not resolve: {e}")
+            })?
             .map(|a| a.ip())
             .collect(),
     };
@@ -132,14 +139,20 @@ async fn send(
         if let Some(why) = internal_address(*ip)
             && !origin.names(*ip)
         {
+            let scheme = if https { "https" } else { "http" };
+            let named = SocketAddr::new(*ip, port);
             return Err(format!(
-                "plugin '{plugin}' may not reach {origin_text}: {host} is {ip}, {why}; only an origin that names that address (e.g. \"http://{ip}:{port}\") allows it"
+                "plugin '{plugin}' may not reach {origin_text}: {host} is {ip}, {why}; only an origin that names that address (e.g. \"{scheme}://{named}\") allows it"
             ));
         }
     }
-    let ip = *addresses
-        .first()
-        .ok_or_else(|| format!("{host} resolves to no address"))?;
+    let ip = *addresses.first().ok_or_else(|| {
+        format!("plugin '{plugin}' could not reach {origin_text}: {host} resolves to no address")
+    })?;
+    let checked: Vec<SocketAddr> = addresses
+        .iter()
+        .map(|a| SocketAddr::new(*a, port))
+        .collect();
 
     let mut timeout = grant.timeout;
     if let Some(connect) = options.and_then(|o| o.connect_timeout) {
@@ -150,20 +163,38 @@ async fn send(
         .redirect(reqwest::redirect::Policy::none())
         .timeout(grant.timeout)
         .connect_timeout(timeout)
-        .resolve(host, SocketAddr::new(ip, port))
+        // Only the addresses checked above, in their order.
+        .resolve_to_addrs(host, &checked)
         .build()
         .map_err(|e| format!("the host could not set up the request: {e}"))?;
 
     let (parts, body) = request.into_parts();
-    let body = body
+    let limit = grant.max_request_bytes as usize;
+    let body = http_body_util::Limited::new(body, limit)
         .collect()
         .await
-        .map_err(|e| format!("could not read the request body: {e:?}"))?
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                format!(
+                    "plugin '{plugin}' sent a request body to {origin_text} larger than its limit of {} (network.max_request_kib)",
+                    size(limit as u64)
+                )
+            } else {
+                format!("plugin '{plugin}' sent a request body that could not be read: {e}")
+            }
+        })?
         .to_bytes();
     let mut headers = parts.headers;
     headers.remove(http::header::HOST);
     let mut scrub: Vec<Vec<u8>> = Vec::new();
-    for credential in grant.credentials.iter().filter(|c| c.host.matches(host)) {
+    // A credential travels only encrypted, or to an address the operator
+    // named (a test server on loopback).
+    let may_carry = https || host.parse::<IpAddr>().is_ok();
+    for credential in grant
+        .credentials
+        .iter()
+        .filter(|c| may_carry && c.host.matches(host))
+    {
         let value = secrets.get(&credential.secret).ok_or_else(|| {
             format!(
                 "the secret {:?} of plugin '{plugin}' is no longer set; {}",
@@ -185,6 +216,16 @@ async fn send(
         scrub.push(value.into_bytes());
     }
 
+    if !scrub.is_empty() {
+        // The scrub below finds the secret only as sent: no compressed or
+        // partial answers, in which it would hide.
+        headers.insert(
+            http::header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("identity"),
+        );
+        headers.remove(http::header::RANGE);
+    }
+
     let mut response = client
         .request(parts.method, uri.to_string())
         .headers(headers)
@@ -193,6 +234,17 @@ async fn send(
         .await
         .map_err(|e| request_error(&origin_text, ip, grant, &e))?;
 
+    if !scrub.is_empty()
+        && response
+            .headers()
+            .get(http::header::CONTENT_ENCODING)
+            .is_some_and(|e| e.as_bytes() != b"identity")
+    {
+        return Err(format!(
+            "the response from {origin_text} is encoded ({:?}), so the credential could not be removed from it; it was not passed on",
+            response.headers()[http::header::CONTENT_ENCODING]
+        ));
+    }
     let limit = grant.max_response_bytes;
     let mut data = Vec::new();
     while let Some(chunk) = response

@@ -8,6 +8,7 @@
 //! max_requests = 20          # per call
 //! timeout_ms = 30000         # per request, from connecting to the last byte
 //! max_response_kib = 4096    # per response body
+//! max_request_kib = 1024     # per request body
 //!
 //! [[credentials]]
 //! secret = "github_token"    # WASMCLAW_SECRET_GITHUB_TOKEN, or secrets.toml in the home
@@ -38,6 +39,7 @@ pub struct NetworkToml {
     pub max_requests: Option<u64>,
     pub timeout_ms: Option<u64>,
     pub max_response_kib: Option<u64>,
+    pub max_request_kib: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -135,6 +137,9 @@ impl Origin {
         let (host, port) = match rest.strip_prefix('[') {
             Some(v6) => {
                 let (host, after) = v6.split_once(']').ok_or_else(|| bad("an unclosed ["))?;
+                if !after.is_empty() && !after.starts_with(':') {
+                    return Err(bad("only :port may follow ]"));
+                }
                 (host, after.strip_prefix(':'))
             }
             None => match rest.rsplit_once(':') {
@@ -201,6 +206,7 @@ pub struct NetworkGrant {
     #[serde(rename = "timeout_ms", serialize_with = "super::grants::as_millis")]
     pub timeout: Duration,
     pub max_response_bytes: u64,
+    pub max_request_bytes: u64,
     pub credentials: Vec<Credential>,
 }
 
@@ -211,6 +217,7 @@ impl Default for NetworkGrant {
             max_requests: 20,
             timeout: Duration::from_secs(30),
             max_response_bytes: 4 << 20,
+            max_request_bytes: 1 << 20,
             credentials: Vec::new(),
         }
     }
@@ -275,17 +282,22 @@ impl NetworkGrant {
                 Some(v) => check("network.max_response_kib", v, 1, 1 << 20)? << 10,
                 None => d.max_response_bytes,
             },
+            max_request_bytes: match t.max_request_kib {
+                Some(v) => check("network.max_request_kib", v, 1, 1 << 20)? << 10,
+                None => d.max_request_bytes,
+            },
             credentials: resolved,
         })
     }
 }
 
 /// Why an address may not be reached without being named, or `None` for a
-/// public address.
+/// public address. IPv6 forms that carry an IPv4 address (mapped,
+/// compatible, NAT64, 6to4, Teredo) are judged by that address too.
 pub fn internal_address(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             if v4.is_loopback() {
                 Some("a loopback address")
             } else if v4.is_private() {
@@ -296,6 +308,8 @@ pub fn internal_address(ip: IpAddr) -> Option<&'static str> {
                 Some("a shared (carrier-grade NAT) address")
             } else if v4.is_unspecified() || a == 0 {
                 Some("an unspecified address")
+            } else if (a, b, c) == (192, 0, 0) || (a == 198 && (b == 18 || b == 19)) {
+                Some("a special-purpose or benchmarking address")
             } else if v4.is_broadcast() || v4.is_multicast() || a >= 240 {
                 Some("a broadcast, multicast or reserved address")
             } else {
@@ -303,7 +317,7 @@ pub fn internal_address(ip: IpAddr) -> Option<&'static str> {
             }
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = embedded_ipv4(v6) {
                 return internal_address(IpAddr::V4(v4));
             }
             let first = v6.segments()[0];
@@ -313,14 +327,34 @@ pub fn internal_address(ip: IpAddr) -> Option<&'static str> {
                 Some("an unspecified address")
             } else if first & 0xfe00 == 0xfc00 {
                 Some("a private (unique local) address")
-            } else if first & 0xffc0 == 0xfe80 {
-                Some("a link-local address")
+            } else if first & 0xffc0 == 0xfe80 || first & 0xffc0 == 0xfec0 {
+                Some("a link-local or site-local address")
             } else if v6.is_multicast() {
                 Some("a multicast address")
             } else {
                 None
             }
         }
+    }
+}
+
+/// The IPv4 address an IPv6 address stands for, where it has one: mapped
+/// (`::ffff:a.b.c.d`), compatible (`::a.b.c.d`), NAT64 (`64:ff9b::/96`,
+/// `64:ff9b:1::/48`), 6to4 (`2002::/16`) and Teredo (`2001::/32`, the client
+/// address inverted).
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let s = v6.segments();
+    let low = |hi: u16, lo: u16| std::net::Ipv4Addr::from(((hi as u32) << 16) | lo as u32);
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    match s {
+        [0, 0, 0, 0, 0, 0, hi, lo] if (hi, lo) != (0, 0) && (hi, lo) != (0, 1) => Some(low(hi, lo)),
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(low(hi, lo)),
+        [0x64, 0xff9b, 1, ..] => Some(low(s[6], s[7])),
+        [0x2002, hi, lo, ..] => Some(low(hi, lo)),
+        [0x2001, 0, ..] => Some(low(!s[6], !s[7])),
+        _ => None,
     }
 }
 
@@ -372,6 +406,11 @@ mod tests {
                 .unwrap_err()
                 .contains("not a host name")
         );
+        assert!(
+            Origin::parse("http://[::1]junk")
+                .unwrap_err()
+                .contains("only :port may follow ]")
+        );
     }
 
     #[test]
@@ -393,9 +432,34 @@ mod tests {
             ("::1", Some("a loopback address")),
             ("::ffff:10.0.0.1", Some("a private address")),
             ("fd00:ec2::254", Some("a private (unique local) address")),
-            ("fe80::1", Some("a link-local address")),
+            ("fe80::1", Some("a link-local or site-local address")),
+            ("fec0::1", Some("a link-local or site-local address")),
+            (
+                "192.0.0.8",
+                Some("a special-purpose or benchmarking address"),
+            ),
+            (
+                "198.18.0.1",
+                Some("a special-purpose or benchmarking address"),
+            ),
+            // IPv6 forms of internal IPv4 addresses: compatible, NAT64, 6to4, Teredo.
+            ("::7f00:1", Some("a loopback address")),
+            (
+                "64:ff9b::a9fe:a9fe",
+                Some("a link-local address (cloud metadata services live there)"),
+            ),
+            ("64:ff9b:1::a00:1", Some("a private address")),
+            (
+                "2002:a9fe:a9fe::",
+                Some("a link-local address (cloud metadata services live there)"),
+            ),
+            (
+                "2001:0:4136:e378:8000:63bf:80ff:fffe",
+                Some("a loopback address"),
+            ),
             ("93.184.215.14", None),
             ("2606:4700::1111", None),
+            ("2002:5db8:d70e::1", None),
         ] {
             assert_eq!(internal_address(ip.parse().unwrap()), why, "{ip}");
         }

@@ -29,9 +29,12 @@ impl std::fmt::Debug for Secrets {
     }
 }
 
+/// What the environment variables of secrets start with.
+pub const ENV_PREFIX: &str = "WASMCLAW_SECRET_";
+
 /// The environment variable that holds secret `name`.
 pub fn env_var(name: &str) -> String {
-    format!("WASMCLAW_SECRET_{}", name.to_ascii_uppercase())
+    format!("{ENV_PREFIX}{}", name.to_ascii_uppercase())
 }
 
 impl Secrets {
@@ -54,11 +57,17 @@ impl Secrets {
         }
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+        // The parser's message may quote the offending value, a secret:
+        // name only the line.
         let from_file: HashMap<String, String> = toml::from_str(&text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|span| text[..span.start].lines().count().max(1));
             format!(
-                "{}: expected lines of name = \"value\": {}",
+                "{}: expected lines of name = \"value\" (a string){}",
                 file.display(),
-                e.message()
+                line.map(|l| format!("; line {l} is not"))
+                    .unwrap_or_default()
             )
         })?;
         Ok(Secrets {

@@ -7,6 +7,6 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
   echo "__NAME__: the wasm32-wasip2 target is missing: rustup target add wasm32-wasip2" >&2
   exit 1
 fi
-cargo build --quiet --release --target wasm32-wasip2
+cargo build --quiet --locked --release --target wasm32-wasip2
 cp "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/release/__NAME__.wasm" __NAME__.wasm
 echo "__NAME__: __NAME__.wasm ($(( $(stat -c %s __NAME__.wasm) / 1024 )) KiB)"
