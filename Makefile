@@ -41,7 +41,7 @@ demo: setup lang-plugins
 # Formatting, the host and test plugins, every test, then lints (the
 # OpenAI SDK and the plugins in other languages first, for the tests that
 # use them).
-test: setup pyenv lang-plugins
+test: setup lang-plugins pyenv
 	cargo fmt --all --check
 	cargo build -p wasmclaw
 	cargo test --workspace

@@ -214,6 +214,16 @@ EOF
 
 langs=("$@")
 [[ ${#langs[@]} -gt 0 ]] || langs=(python js c zig go)
+# Every toolchain but C lives in a Python venv. Debian's own python3 makes
+# venvs only with python3-venv installed; add it when it is missing.
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  say "python3 cannot make venvs: installing Debian's python3-venv (apt-get)"
+  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv; }; then
+    say "could not install python3-venv; as root run: apt-get install python3-venv" >&2
+    exit 1
+  fi
+fi
+
 for lang in "${langs[@]}"; do
   case "$lang" in
     python) install_python ;;
