@@ -77,6 +77,12 @@ fn main() {
 
         let none = turns(&[]).await;
         let five = turns(&ALL_POINTS.map(|p| (p, ""))).await;
+        let inline: Vec<(&str, &str)> = ALL_POINTS
+            .iter()
+            .filter(|p| **p != "on-event")
+            .map(|p| (*p, ""))
+            .collect();
+        let four = turns(&inline).await;
         let slow = turns(&[(
             "on-event",
             "on_event = { action = \"sleep\", ms = 30 }\n[hooks]\ntimeout_ms = 1000\nqueue = 64\n",
@@ -84,6 +90,10 @@ fn main() {
         .await;
         for (label, t) in [
             ("turn (2 model calls, 1 tool call), no hooks", &none),
+            (
+                "the same turn with the four inline hooks, no observer",
+                &four,
+            ),
             ("the same turn with five hooks, one per point", &five),
             ("the same turn with a 30 ms-per-event observer", &slow),
         ] {
@@ -98,12 +108,22 @@ fn main() {
                 micros(percentile(&t.wall, 99)),
             ));
         }
-        let added = percentile(&five.wall, 50).saturating_sub(percentile(&none.wall, 50));
-        rows.push((
-            "five hooks: added per turn (median difference; 4 hook calls inline)".into(),
-            us(added),
-            micros(added),
-        ));
+        // Per turn: before-llm and after-llm twice, before-tool and after-tool
+        // once: six hook calls inline.
+        for (label, t) in [
+            ("four inline hooks: added per turn (6 hook calls)", &four),
+            (
+                "five hooks: added per turn (6 hook calls and the observer)",
+                &five,
+            ),
+        ] {
+            let added = percentile(&t.wall, 50).saturating_sub(percentile(&none.wall, 50));
+            rows.push((
+                format!("{label}, median difference"),
+                us(added),
+                micros(added),
+            ));
+        }
         rows.push((
             "slow observer: events dropped / delivered".into(),
             format!("{} / {}", slow.dropped, slow.delivered),
