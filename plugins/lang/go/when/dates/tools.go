@@ -182,8 +182,22 @@ func optional(arg, value string) *Error {
 	return nil
 }
 
+// requireAll checks required arguments given as name, value pairs, in
+// order, so the first missing one is always the one named.
+func requireAll(pairs ...string) *Error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := required(pairs[i], pairs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // zoneOr parses an optional zone argument, falling back to def.
 func zoneOr(arg, value string, def *time.Location) (*time.Location, *Error) {
+	if err := optional(arg, value); err != nil {
+		return nil, err
+	}
 	if value == "" {
 		return def, nil
 	}
@@ -215,12 +229,7 @@ type addResult struct {
 }
 
 func dateAdd(datetime, duration, zone string) (any, *Error) {
-	for arg, v := range map[string]string{"datetime": datetime, "duration": duration} {
-		if err := required(arg, v); err != nil {
-			return nil, err
-		}
-	}
-	if err := optional("timezone", zone); err != nil {
+	if err := requireAll("datetime", datetime, "duration", duration); err != nil {
 		return nil, err
 	}
 	loc, e := zoneOr("timezone", zone, time.UTC)
@@ -306,12 +315,7 @@ type cal struct {
 }
 
 func dateDiff(from, to, zone string) (any, *Error) {
-	for arg, v := range map[string]string{"from": from, "to": to} {
-		if err := required(arg, v); err != nil {
-			return nil, err
-		}
-	}
-	if err := optional("timezone", zone); err != nil {
+	if err := requireAll("from", from, "to", to); err != nil {
 		return nil, err
 	}
 	loc, e := zoneOr("timezone", zone, time.UTC)
@@ -451,12 +455,7 @@ type convertResult struct {
 }
 
 func convert(datetime, to, from string) (any, *Error) {
-	for arg, v := range map[string]string{"datetime": datetime, "to": to} {
-		if err := required(arg, v); err != nil {
-			return nil, err
-		}
-	}
-	if err := optional("from", from); err != nil {
+	if err := requireAll("datetime", datetime, "to", to); err != nil {
 		return nil, err
 	}
 	src, e := zoneOr("from", from, time.UTC)
