@@ -11,6 +11,7 @@
 //! [`crate::scheduler::Scheduler`] and follow them on the bus;
 //! [`Agent::run_turn`] runs one turn directly, outside any schedule.
 
+pub mod arguments;
 pub mod control;
 pub mod subturn;
 pub mod tools;

@@ -4,8 +4,10 @@
 //! - [`error`]: failures, and which of them are worth retrying.
 //! - [`openai`] and [`anthropic`]: the two wire formats, over reqwest, streamed
 //!   (SSE) or not.
-//! - [`http`]: what both share: sending, error bodies, `retry-after`, SSE with
-//!   an idle timeout.
+//! - [`http`]: what both share: sending, error bodies, `retry-after`, bodies
+//!   within their bound.
+//! - [`sse`]: the server-sent events layer both streams are read through.
+//! - [`limits`]: a call's deadline and the bounds of a reply.
 //! - [`scripted`]: replies played from a file, for the offline demo.
 //! - [`fallback`]: the chain of candidates with retries, backoff and cooldown.
 
@@ -13,14 +15,17 @@ pub mod anthropic;
 pub mod error;
 pub mod fallback;
 pub mod http;
+pub mod limits;
 pub mod openai;
 pub mod scripted;
+pub mod sse;
 pub mod types;
 
 use std::time::Duration;
 
 pub use error::{LlmError, LlmErrorKind};
 pub use fallback::{Chain, RetryPolicy};
+pub use limits::CallLimits;
 pub use types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolDef, Usage,
 };
@@ -57,6 +62,8 @@ pub struct ProviderConfig {
     /// The longest wait for the response to start, and, when streaming, for
     /// each next chunk; without streaming, for the whole reply.
     pub timeout: Duration,
+    /// The call's deadline and the reply's bounds.
+    pub limits: CallLimits,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -68,6 +75,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("base_url", &self.base_url)
             .field("stream", &self.stream)
             .field("timeout", &self.timeout)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -127,8 +135,40 @@ impl ProviderConfig {
             api_key: non_empty(key_var),
             stream: true,
             timeout: DEFAULT_TIMEOUT,
+            limits: CallLimits::default(),
         })
     }
+}
+
+/// `--base-url` given with a chain it cannot apply to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaseUrlError {
+    #[error(
+        "--base-url names one server, but the chain mixes openai: and anthropic: candidates, whose URLs differ (OpenAI's ends with /v1, Anthropic's does not); set OPENAI_BASE_URL and ANTHROPIC_BASE_URL instead"
+    )]
+    MixedProviders,
+    #[error("--base-url has no effect on scripted: candidates, and the chain has no other")]
+    NoServer,
+}
+
+/// Applies `--base-url` to every candidate that talks to a server (OpenAI
+/// or Anthropic; scripted ones have none), in place of the environment's.
+/// One URL cannot serve both formats, so a chain with both is refused.
+pub fn apply_base_url(candidates: &mut [ProviderConfig], url: &str) -> Result<(), BaseUrlError> {
+    let served = |c: &&mut ProviderConfig| c.kind != ProviderKind::Scripted;
+    let kinds: std::collections::BTreeSet<&str> = (candidates.iter())
+        .filter(|c| c.kind != ProviderKind::Scripted)
+        .map(|c| c.kind.prefix())
+        .collect();
+    match kinds.len() {
+        0 => return Err(BaseUrlError::NoServer),
+        1 => {}
+        _ => return Err(BaseUrlError::MixedProviders),
+    }
+    for candidate in candidates.iter_mut().filter(served) {
+        candidate.base_url = url.trim().trim_end_matches('/').to_string();
+    }
+    Ok(())
 }
 
 /// One candidate, ready to call.

@@ -297,5 +297,6 @@ fn candidate(base: String) -> ProviderConfig {
         api_key: Some("k".into()),
         stream: true,
         timeout: Duration::from_secs(10),
+        limits: Default::default(),
     }
 }

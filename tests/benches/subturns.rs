@@ -185,6 +185,7 @@ async fn tree() -> Vec<Row> {
         api_key: None,
         stream: true,
         timeout: Duration::from_secs(60),
+        limits: Default::default(),
     };
     let (agent, log) = agent(&dir, candidate, config).await;
     let mut events = agent.bus().subscribe(Filter::default(), Delivery::Lossless);

@@ -223,5 +223,6 @@ fn candidate(kind: ProviderKind, base: String) -> ProviderConfig {
         api_key: Some("k".into()),
         stream: true,
         timeout: Duration::from_secs(10),
+        limits: Default::default(),
     }
 }

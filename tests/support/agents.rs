@@ -42,6 +42,7 @@ pub fn candidate(
         api_key: Some("test-key".to_string()),
         stream,
         timeout: Duration::from_secs(10),
+        limits: Default::default(),
     }
 }
 
@@ -52,6 +53,7 @@ pub fn quick_retries() -> RetryPolicy {
         base_delay: Duration::from_millis(10),
         max_delay: Duration::from_millis(50),
         cooldown: Duration::from_secs(60),
+        max_retry_after: Duration::from_secs(5),
     }
 }
 

@@ -14,7 +14,9 @@
 //!
 //! A call that has not started when the user steers the turn or interrupts
 //! it gracefully is skipped (`tool_call_skipped`), and its result tells the
-//! model why. Dropping the turn (a hard interrupt) aborts the calls still
+//! model why; so is every call of a reply cut at the output token limit, and
+//! arguments that are not a JSON object are refused before the tool runs
+//! (see [`super::arguments`]). Dropping the turn (a hard interrupt) aborts the calls still
 //! running (the plugin instance stops at its next epoch tick) and ends each
 //! with a `cancelled` error, so every `tool_call_begin` has its end.
 
@@ -26,7 +28,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::bus::{EventBus, Scope};
 use crate::hooks::{HookScope, ToolGate};
-use crate::llm::{Message, ToolCall};
+use crate::llm::{FinishReason, Message, ToolCall};
 use crate::plugin::call::Spawner;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::EventBody;
@@ -84,8 +86,14 @@ enum Started {
     Skipped(Message),
 }
 
-/// Runs `calls`; one `Tool` message per call, in the same order.
-pub async fn run_all<'a>(turn: &'a Turn, calls: &'a [ToolCall]) -> Vec<Message> {
+/// Runs `calls`, asked for by a reply that ended with `finish_reason`; one
+/// `Tool` message per call, in the same order.
+pub async fn run_all<'a>(
+    turn: &'a Turn,
+    calls: &'a [ToolCall],
+    finish_reason: &FinishReason,
+) -> Vec<Message> {
+    let cut = super::arguments::cut_reason(finish_reason);
     let agent = turn.agent();
     let slots = Arc::new(Semaphore::new(agent.config.tool_concurrency.max(1)));
     let mut begun = Begun {
@@ -99,7 +107,7 @@ pub async fn run_all<'a>(turn: &'a Turn, calls: &'a [ToolCall]) -> Vec<Message> 
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        if let Some(reason) = turn.control.skip_reason() {
+        if let Some(reason) = turn.control.skip_reason().or(cut) {
             turn.publish(EventBody::ToolCallSkipped {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
@@ -214,6 +222,7 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         }
         ToolGate::Denied(error) => return Err(error),
     };
+    super::arguments::check_object(&call.name, &arguments)?;
     let outcome = dispatch(parent, &call.name, &arguments, &hs.ctx).await;
     hooks.after_tool(&hs, &call.name, &arguments, outcome).await
 }

@@ -34,7 +34,7 @@ use crate::bus::Scope;
 use crate::hooks::HookScope;
 use crate::llm::fallback::Progress;
 use crate::llm::types::ToolChoice;
-use crate::llm::{ChatRequest, Message, ToolDef, Usage};
+use crate::llm::{ChatRequest, Message, ToolCall, ToolDef, Usage};
 use crate::protocol::{EventBody, ToolCallInfo, TurnStatus};
 use crate::store::TurnRecord;
 
@@ -289,7 +289,7 @@ impl Turn {
             }
             messages.push(Message::Assistant {
                 content: reply.text.clone(),
-                tool_calls: tool_calls.clone(),
+                tool_calls: tool_calls.iter().map(ToolCall::for_history).collect(),
             });
             if tool_calls.is_empty() {
                 // Steering that arrived during the reply is answered in this
@@ -311,7 +311,7 @@ impl Turn {
                     messages: messages.split_off(turn_start),
                 });
             }
-            let results = super::tools::run_all(self, &tool_calls).await;
+            let results = super::tools::run_all(self, &tool_calls, &reply.finish_reason).await;
             messages.extend(results);
         }
     }

@@ -12,7 +12,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS};
 use crate::bus::{Delivery, EventBus, Filter, Received};
 use crate::home::Home;
-use crate::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
+use crate::llm::{CallLimits, Chain, Provider, ProviderConfig, RetryPolicy};
 use crate::plugin::Plugins;
 use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
 use crate::scheduler::{Scheduler, SchedulerConfig};
@@ -25,13 +25,30 @@ pub struct AgentArgs {
     /// scripted:FILE.json); several, comma-separated, form a fallback chain.
     #[arg(long, env = "WASMCLAW_MODEL", value_name = "SPEC")]
     pub model: Option<String>,
-    /// Base URL of the OpenAI-compatible candidates (default
-    /// $OPENAI_BASE_URL, else https://api.openai.com/v1).
+    /// Base URL of the chain's server, in place of $OPENAI_BASE_URL or
+    /// $ANTHROPIC_BASE_URL: with /v1 for openai: candidates, without for
+    /// anthropic: ones. A chain of both is refused (one URL cannot serve
+    /// both).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// Longest wait for a model's reply to start, and between streamed chunks.
     #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
     pub llm_timeout: f64,
+    /// Longest one attempt of a model call may take, start to finish; past
+    /// it the attempt fails as a timeout (and is retried).
+    #[arg(long, env = "WASMCLAW_LLM_DEADLINE", value_name = "SECONDS", default_value_t = 600.0)]
+    pub llm_deadline: f64,
+    /// Longest `retry-after` waited for; a server asking for longer fails
+    /// the candidate at once.
+    #[arg(long, env = "WASMCLAW_MAX_RETRY_WAIT", value_name = "SECONDS", default_value_t = 60.0)]
+    pub max_retry_wait: f64,
+    /// Most bytes of a reply's text; past it the call fails (not retried).
+    #[arg(long, env = "WASMCLAW_MAX_REPLY_TEXT", value_name = "BYTES", default_value_t = crate::llm::limits::DEFAULT_MAX_TEXT)]
+    pub max_reply_text: usize,
+    /// Most bytes of a reply's tool-call arguments, all calls together;
+    /// past it the call fails (not retried).
+    #[arg(long, env = "WASMCLAW_MAX_REPLY_ARGUMENTS", value_name = "BYTES", default_value_t = crate::llm::limits::DEFAULT_MAX_ARGUMENTS)]
+    pub max_reply_arguments: usize,
     /// Ask for whole replies instead of streamed ones.
     #[arg(long)]
     pub no_stream: bool,
@@ -57,22 +74,40 @@ pub fn chain(args: &AgentArgs) -> Result<Chain> {
     let Some(specs) = args.model.as_deref().filter(|s| !s.trim().is_empty()) else {
         bail!(NO_MODEL);
     };
-    if !(args.llm_timeout > 0.0 && args.llm_timeout.is_finite()) {
-        bail!("--llm-timeout must be a positive number of seconds");
-    }
-    let client = crate::llm::http_client();
-    let mut providers = Vec::new();
+    let seconds = |flag: &str, value: f64| {
+        if value > 0.0 && value.is_finite() {
+            Ok(Duration::from_secs_f64(value))
+        } else {
+            Err(anyhow::anyhow!("{flag} must be a positive number of seconds, not {value}"))
+        }
+    };
+    let timeout = seconds("--llm-timeout", args.llm_timeout)?;
+    let limits = CallLimits {
+        max_text: args.max_reply_text,
+        max_arguments: args.max_reply_arguments,
+        deadline: seconds("--llm-deadline", args.llm_deadline)?,
+    };
+    let policy = RetryPolicy {
+        max_retry_after: seconds("--max-retry-wait", args.max_retry_wait)?,
+        ..RetryPolicy::default()
+    };
+    let mut configs = Vec::new();
     for spec in specs.split(',') {
         let mut config = ProviderConfig::parse(spec, |var| std::env::var(var).ok())
             .map_err(anyhow::Error::msg)?;
-        if let (ProviderKind::OpenAi, Some(url)) = (config.kind, &args.base_url) {
-            config.base_url = url.trim_end_matches('/').to_string();
-        }
         config.stream = !args.no_stream;
-        config.timeout = Duration::from_secs_f64(args.llm_timeout);
-        providers.push(Provider::new(config, client.clone()).map_err(anyhow::Error::msg)?);
+        config.timeout = timeout;
+        config.limits = limits;
+        configs.push(config);
     }
-    Ok(Chain::new(providers, RetryPolicy::default()))
+    if let Some(url) = &args.base_url {
+        crate::llm::apply_base_url(&mut configs, url)?;
+    }
+    let client = crate::llm::http_client();
+    let providers = (configs.into_iter())
+        .map(|config| Provider::new(config, client.clone()).map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Chain::new(providers, policy))
 }
 
 /// The agent with everything it needs: plugins loaded, store open, the event

@@ -5,13 +5,17 @@
 //! consecutive tool results become one user message of `tool_result`
 //! blocks; consecutive messages of one role are merged, since the API
 //! requires user and assistant to alternate.
+//!
+//! A streamed `error` event is read in Anthropic's shape (`{"type": "error",
+//! "error": {...}}`) and in llama.cpp's (`{"error": {...}}`, no `type`).
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{Exchange, Flow, WireError, is_json, snippet};
+use super::http::{Exchange, Flow, WireError, error_envelope, error_event, is_json, snippet};
+use super::limits::CallLimits;
 use super::types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, Usage,
 };
@@ -53,18 +57,18 @@ impl Anthropic {
                 "ANTHROPIC_API_KEY is not set",
             ));
         };
-        let exchange = Exchange::new(&self.name, self.config.timeout);
+        let exchange = Exchange::new(&self.name, self.config.timeout, self.config.limits);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         let builder = (self.client.post(url))
             .header("x-api-key", key)
             .header("anthropic-version", API_VERSION)
             .json(&request_body(&self.config, request));
         let response = exchange.send(builder).await?;
-        let mut acc = Accumulator::new(&self.name);
+        let mut acc = Accumulator::new(&self.name, self.config.limits);
         if self.config.stream && !is_json(&response) {
             let mut events = exchange.events(response);
             while let Some(event) = events.next().await? {
-                if acc.on_data(&event.data, &mut *on_delta)? == Flow::Done {
+                if acc.on_event(&event.event, &event.data, &mut *on_delta)? == Flow::Done {
                     break;
                 }
             }
@@ -292,50 +296,77 @@ impl WireUsage {
 /// Assembles a reply from streamed events (or from a whole reply).
 pub struct Accumulator {
     candidate: String,
+    limits: CallLimits,
     text: String,
     /// Tool calls by block index; arguments as streamed.
     calls: BTreeMap<usize, ToolCall>,
+    /// The bytes of every call's arguments so far.
+    arguments_len: usize,
     stop_reason: Option<String>,
     usage: WireUsage,
     done: bool,
 }
 
 impl Accumulator {
-    pub fn new(candidate: &str) -> Accumulator {
+    pub fn new(candidate: &str, limits: CallLimits) -> Accumulator {
         Accumulator {
             candidate: candidate.to_string(),
+            limits,
             text: String::new(),
             calls: BTreeMap::new(),
+            arguments_len: 0,
             stop_reason: None,
             usage: WireUsage::default(),
             done: false,
         }
     }
 
+    /// Takes one SSE event by its name and data; [`Flow::Done`] after
+    /// `message_stop`.
+    pub fn on_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<Flow, LlmError> {
+        if event == "error" {
+            return Err(error_event(&self.candidate, data));
+        }
+        self.on_data(data, on_delta)
+    }
+
     /// Takes one SSE `data:` payload; [`Flow::Done`] after `message_stop`.
     pub fn on_data(&mut self, data: &str, on_delta: DeltaSink<'_>) -> Result<Flow, LlmError> {
-        let event: Event = serde_json::from_str(data).map_err(|e| {
-            let message = format!(
-                "a stream event is not the expected JSON ({e}): {}",
-                snippet(data.trim(), 80)
-            );
-            LlmError::new(&self.candidate, LlmErrorKind::Protocol, message)
-        })?;
+        let event: Event = match serde_json::from_str(data) {
+            Ok(event) => event,
+            Err(e) => {
+                // An error without Anthropic's `type` (llama.cpp's shape).
+                if let Some(error) = error_envelope(&self.candidate, data) {
+                    return Err(error);
+                }
+                let message = format!(
+                    "a stream event is not the expected JSON ({e}): {}",
+                    snippet(data.trim(), 80)
+                );
+                return Err(LlmError::new(&self.candidate, LlmErrorKind::Protocol, message));
+            }
+        };
         match event {
             Event::MessageStart { message } => self.usage.update(message.usage.unwrap_or_default()),
             Event::ContentBlockStart {
                 index,
                 content_block,
-            } => self.on_block(index, content_block, on_delta),
+            } => self.on_block(index, content_block, on_delta)?,
             Event::ContentBlockDelta { index, delta } => match delta {
                 BlockDelta::TextDelta { text: Some(text) } if !text.is_empty() => {
-                    on_delta(&text);
-                    self.text.push_str(&text);
+                    self.push_text(&text, on_delta)?;
                 }
                 BlockDelta::InputJsonDelta {
                     partial_json: Some(json),
                 } => {
                     if let Some(call) = self.calls.get_mut(&index) {
+                        self.arguments_len += json.len();
+                        (self.limits).check_arguments(&self.candidate, self.arguments_len)?;
                         call.arguments.push_str(&json);
                     }
                 }
@@ -355,11 +386,23 @@ impl Accumulator {
         Ok(Flow::More)
     }
 
-    fn on_block(&mut self, index: usize, block: Block, on_delta: DeltaSink<'_>) {
+    /// Adds text, checked against the bound before it is published.
+    fn push_text(&mut self, text: &str, on_delta: DeltaSink<'_>) -> Result<(), LlmError> {
+        (self.limits).check_text(&self.candidate, self.text.len() + text.len())?;
+        on_delta(text);
+        self.text.push_str(text);
+        Ok(())
+    }
+
+    fn on_block(
+        &mut self,
+        index: usize,
+        block: Block,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<(), LlmError> {
         match block {
             Block::Text { text: Some(text) } if !text.is_empty() => {
-                on_delta(&text);
-                self.text.push_str(&text);
+                self.push_text(&text, on_delta)?;
             }
             Block::ToolUse { id, name, input } => {
                 // The input is streamed as `input_json_delta`s; a start
@@ -368,6 +411,8 @@ impl Accumulator {
                     Some(Value::Object(map)) if !map.is_empty() => Value::Object(map).to_string(),
                     _ => String::new(),
                 };
+                self.arguments_len += arguments.len();
+                (self.limits).check_arguments(&self.candidate, self.arguments_len)?;
                 let call = ToolCall {
                     id: id.unwrap_or_default(),
                     name: name.unwrap_or_default(),
@@ -377,6 +422,7 @@ impl Accumulator {
             }
             _ => {}
         }
+        Ok(())
     }
 
     /// Takes a whole (non-streamed) reply.
@@ -392,7 +438,7 @@ impl Accumulator {
             ));
         };
         for (index, block) in content.into_iter().enumerate() {
-            self.on_block(index, block, &mut |_: &str| {});
+            self.on_block(index, block, &mut |_: &str| {})?;
         }
         self.stop_reason = reply.stop_reason;
         self.usage.update(reply.usage.unwrap_or_default());
@@ -452,6 +498,7 @@ mod tests {
             api_key: Some("k".into()),
             stream,
             timeout: Duration::from_secs(5),
+            limits: CallLimits::default(),
         }
     }
 
@@ -476,7 +523,7 @@ mod tests {
     /// error) and the streamed text.
     fn feed(payloads: &[&str]) -> (Result<ChatResponse, LlmError>, Vec<String>) {
         let mut deltas = Vec::new();
-        let mut acc = Accumulator::new("anthropic:claude-test");
+        let mut acc = Accumulator::new("anthropic:claude-test", CallLimits::default());
         let mut sink = |text: &str| deltas.push(text.to_string());
         for data in payloads {
             match acc.on_data(data, &mut sink) {
@@ -692,7 +739,7 @@ mod tests {
                 "usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":3}}"#,
         )
         .unwrap();
-        let mut acc = Accumulator::new("anthropic:claude-test");
+        let mut acc = Accumulator::new("anthropic:claude-test", CallLimits::default());
         acc.on_reply(reply).unwrap();
         let reply = acc.finish().unwrap();
         assert_eq!(reply.text, "Reading.");

@@ -33,6 +33,10 @@ pub enum LlmErrorKind {
     Refused,
     /// Misconfiguration found before any request (a missing key, a bad URL).
     Config,
+    /// The reply passed a bound of [`super::CallLimits`] (its text, its
+    /// tool-call arguments, its body): final, since the same request would
+    /// most likely run away again.
+    TooLarge,
 }
 
 impl LlmError {
@@ -48,14 +52,14 @@ impl LlmError {
     /// Whether the same request may succeed later or elsewhere: rate limits,
     /// server errors, overload, timeouts, broken connections and streams.
     /// Client errors (400, 401, 403, 404, 422), requests refused inside a
-    /// stream and configuration errors are final.
+    /// stream, configuration errors and replies past a bound are final.
     pub fn is_retryable(&self) -> bool {
         match self.kind {
             LlmErrorKind::Status(code) => matches!(code, 408 | 409 | 425 | 429) || code >= 500,
             LlmErrorKind::Timeout | LlmErrorKind::Network | LlmErrorKind::Overloaded => true,
             // A malformed chunk is usually a proxy or server glitch.
             LlmErrorKind::Protocol => true,
-            LlmErrorKind::Refused | LlmErrorKind::Config => false,
+            LlmErrorKind::Refused | LlmErrorKind::Config | LlmErrorKind::TooLarge => false,
         }
     }
 }

@@ -1,10 +1,13 @@
 //! The fallback chain: the candidates a turn may use, in order of preference.
 //!
 //! A retryable failure (see [`LlmError::is_retryable`]) is tried again on the
-//! same candidate after an exponential backoff (or the server's
-//! `retry-after`, when it is not longer than the longest backoff), up to
-//! [`RetryPolicy::attempts`] times; then the candidate cools down and the
-//! next one is tried. Cooling candidates go to the back of the order until
+//! same candidate after an exponential backoff, or after the server's
+//! `retry-after` when that is longer, up to [`RetryPolicy::attempts`] times;
+//! then the candidate cools down and the next one is tried. A `retry-after`
+//! longer than the longest backoff moves on to the next candidate when there
+//! is one, and is waited for (up to [`RetryPolicy::max_retry_after`]) when
+//! there is not; one longer than that ends the candidate's tries at once,
+//! naming the wait the server asked for. Cooling candidates go to the back of the order until
 //! their cooldown ends, so a dead provider costs one round of retries, not
 //! one per turn. A final error (400, 401, a missing key) ends the call at
 //! once: another candidate would not fix the request.
@@ -14,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::types::{ChatRequest, ChatResponse};
 use super::{LlmError, Provider};
+use crate::plugin::call::duration;
 
 /// How hard to try.
 #[derive(Debug, Clone)]
@@ -25,6 +29,9 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// How long a candidate that used up its attempts is tried last.
     pub cooldown: Duration,
+    /// The longest `retry-after` that is waited for; a longer one ends the
+    /// candidate's tries.
+    pub max_retry_after: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -34,8 +41,24 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(8),
             cooldown: Duration::from_secs(60),
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
         }
     }
+}
+
+/// The longest `retry-after` waited for by default.
+pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// What to do after a retryable failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Try the same candidate again after this wait.
+    Wait(Duration),
+    /// Stop trying this candidate.
+    MoveOn,
+    /// Stop trying this candidate: the server asked for this long a wait,
+    /// longer than the policy allows.
+    TooLong(Duration),
 }
 
 /// What the chain reports while it works.
@@ -155,10 +178,10 @@ impl Chain {
                     Err(error) if !error.is_retryable() => return Err(error.to_string()),
                     Err(error) => error,
                 };
-                let delay = self.backoff(attempt, &error, index + 1 < order.len());
-                let next = match delay {
-                    Some(delay) => Some((name.to_string(), delay)),
-                    None => order.get(index + 1).map(|c| {
+                let step = self.backoff(attempt, &error, index + 1 < order.len());
+                let next = match step {
+                    Next::Wait(delay) => Some((name.to_string(), delay)),
+                    Next::MoveOn | Next::TooLong(_) => order.get(index + 1).map(|c| {
                         let next = with_model(c.provider.name(), request.model.as_deref());
                         (next, Duration::ZERO)
                     }),
@@ -173,14 +196,16 @@ impl Chain {
                         discard_partial: streamed,
                     }));
                 }
-                match delay {
-                    Some(delay) => {
+                match step {
+                    Next::Wait(delay) => {
                         tokio::time::sleep(delay).await;
                         attempt += 1;
                     }
-                    None => break error,
+                    Next::MoveOn => break (error, None),
+                    Next::TooLong(wait) => break (error, Some(wait)),
                 }
             };
+            let (last_error, too_long) = last_error;
             tracing::warn!(
                 model = name,
                 "model candidate failed {attempt} times; cooling down: {last_error}"
@@ -191,7 +216,14 @@ impl Chain {
                 *candidate.cooling_until.lock().unwrap() =
                     Some(Instant::now() + self.policy.cooldown);
             }
-            failures.push(format!("{last_error} (after {attempt} attempts)"));
+            failures.push(match too_long {
+                Some(wait) => format!(
+                    "{last_error} (the server asked to wait {}, longer than the longest wait allowed, {} (--max-retry-wait))",
+                    duration(wait),
+                    duration(self.policy.max_retry_after)
+                ),
+                None => format!("{last_error} (after {attempt} attempts)"),
+            });
         }
         Err(match failures.as_slice() {
             [only] => only.clone(),
@@ -199,10 +231,10 @@ impl Chain {
         })
     }
 
-    /// The wait before trying the same candidate again, or `None` to move on.
-    fn backoff(&self, attempt: u32, error: &LlmError, has_next: bool) -> Option<Duration> {
+    /// What to do after `attempt` failed with `error`.
+    fn backoff(&self, attempt: u32, error: &LlmError, has_next: bool) -> Next {
         if attempt >= self.policy.attempts {
-            return None;
+            return Next::MoveOn;
         }
         let exponential = self
             .policy
@@ -211,11 +243,11 @@ impl Chain {
             .min(self.policy.max_delay);
         match error.retry_after {
             // The server wants more time than we would wait: try elsewhere,
-            // or, with nowhere else to go, wait as long as we would.
-            Some(wait) if wait > self.policy.max_delay && has_next => None,
-            Some(wait) if wait > self.policy.max_delay => Some(self.policy.max_delay),
-            Some(wait) => Some(wait.max(exponential)),
-            None => Some(exponential),
+            // or, with nowhere else to go, wait as asked up to the limit.
+            Some(wait) if wait > self.policy.max_delay && has_next => Next::MoveOn,
+            Some(wait) if wait > self.policy.max_retry_after => Next::TooLong(wait),
+            Some(wait) => Next::Wait(wait.max(exponential)),
+            None => Next::Wait(exponential),
         }
     }
 }

@@ -1,23 +1,21 @@
 //! What the OpenAI and Anthropic clients share: sending a request within the
 //! timeout, turning error statuses into [`LlmError`]s (with the server's own
-//! message and `retry-after`), reading a JSON body, and reading an SSE stream
-//! with an idle timeout.
+//! message and `retry-after`), reading a JSON body within its bound, and
+//! reading an SSE stream (see [`super::sse`]).
 //!
 //! Timeouts: a streamed reply must start (headers) within the candidate's
 //! timeout, and then each next chunk must arrive within it; a non-streamed
-//! reply must arrive whole within it.
+//! reply must arrive whole within it. Whatever the timeout allows, the whole
+//! attempt must end within the call's deadline ([`CallLimits::deadline`]).
 
-use std::error::Error as _;
-use std::pin::Pin;
-use std::time::Duration;
-
-use eventsource_stream::{Event, EventStreamError, Eventsource};
-use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::time::Duration;
 use tokio::time::Instant;
 
+use super::limits::CallLimits;
+use super::sse::{SseStream, error_chain};
 use super::{LlmError, LlmErrorKind};
 use crate::plugin::call::duration;
 
@@ -33,28 +31,50 @@ pub enum Flow {
     Done,
 }
 
-/// One request to one candidate, with its time limits.
+/// One request to one candidate, with its time limits and bounds.
 pub struct Exchange {
     candidate: String,
     timeout: Duration,
+    /// When the response must have started (or, not streamed, ended).
     deadline: Instant,
+    /// When the whole attempt must have ended.
+    call_deadline: Instant,
+    limits: CallLimits,
 }
 
 impl Exchange {
-    /// Starts the clock: the reply must start within `timeout` from now.
-    pub fn new(candidate: &str, timeout: Duration) -> Exchange {
+    /// Starts the clock: the reply must start within `timeout` from now,
+    /// and end within `limits.deadline`.
+    pub fn new(candidate: &str, timeout: Duration, limits: CallLimits) -> Exchange {
+        let now = Instant::now();
         Exchange {
             candidate: candidate.to_string(),
             timeout,
-            deadline: Instant::now() + timeout,
+            deadline: now + timeout,
+            call_deadline: now + limits.deadline,
+            limits,
         }
+    }
+
+    /// The bounds of this attempt's reply.
+    pub fn limits(&self) -> &CallLimits {
+        &self.limits
     }
 
     pub fn error(&self, kind: LlmErrorKind, message: impl Into<String>) -> LlmError {
         LlmError::new(&self.candidate, kind, message)
     }
 
+    /// The earlier of the response's and the call's deadline.
+    fn until(&self) -> Instant {
+        self.deadline.min(self.call_deadline)
+    }
+
+    /// The error for the deadline [`Exchange::until`] gave.
     fn no_response(&self) -> LlmError {
+        if self.call_deadline < self.deadline {
+            return self.limits.deadline_error(&self.candidate);
+        }
         let message = format!("no response within {}", duration(self.timeout));
         self.error(LlmErrorKind::Timeout, message)
     }
@@ -65,7 +85,7 @@ impl Exchange {
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, LlmError> {
-        let response = match tokio::time::timeout_at(self.deadline, request.send()).await {
+        let response = match tokio::time::timeout_at(self.until(), request.send()).await {
             Err(_) => return Err(self.no_response()),
             Ok(Err(e)) => return Err(self.reqwest_error(&e)),
             Ok(Ok(response)) => response,
@@ -77,19 +97,34 @@ impl Exchange {
         }
     }
 
-    /// Reads the whole body (by the same deadline as the headers) as JSON.
+    /// Reads the whole body (by the same deadline as the headers, and no
+    /// more than [`CallLimits::max_body`]) as JSON.
     pub async fn read_json<T: DeserializeOwned>(
         &self,
-        response: reqwest::Response,
+        mut response: reqwest::Response,
     ) -> Result<T, LlmError> {
-        let body = match tokio::time::timeout_at(self.deadline, response.bytes()).await {
-            Err(_) => return Err(self.no_response()),
-            Ok(Err(e)) => {
-                let message = format!("the connection was cut mid-reply: {}", error_chain(&e));
-                return Err(self.error(LlmErrorKind::Network, message));
+        let max = self.limits.max_body();
+        if response.content_length().is_some_and(|n| n > max as u64) {
+            return Err(self.limits.body_error(&self.candidate, "the reply's body"));
+        }
+        let mut body = Vec::new();
+        loop {
+            match tokio::time::timeout_at(self.until(), response.chunk()).await {
+                Err(_) => return Err(self.no_response()),
+                Ok(Err(e)) => {
+                    let message =
+                        format!("the connection was cut mid-reply: {}", error_chain(&e));
+                    return Err(self.error(LlmErrorKind::Network, message));
+                }
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(chunk))) => {
+                    if body.len() + chunk.len() > max {
+                        return Err(self.limits.body_error(&self.candidate, "the reply's body"));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
             }
-            Ok(Ok(body)) => body,
-        };
+        }
         serde_json::from_slice(&body).map_err(|e| {
             let text = String::from_utf8_lossy(&body);
             let message = format!(
@@ -100,13 +135,16 @@ impl Exchange {
         })
     }
 
-    /// The response's SSE events; each must arrive within the timeout.
+    /// The response's SSE events; each must arrive within the timeout, all
+    /// within the call's deadline.
     pub fn events(&self, response: reqwest::Response) -> SseStream {
-        SseStream {
-            candidate: self.candidate.clone(),
-            idle: self.timeout,
-            inner: Box::pin(response.bytes_stream().eventsource()),
-        }
+        SseStream::new(
+            &self.candidate,
+            response,
+            self.timeout,
+            self.call_deadline,
+            self.limits,
+        )
     }
 
     fn reqwest_error(&self, e: &reqwest::Error) -> LlmError {
@@ -132,7 +170,7 @@ impl Exchange {
         let retry_after = retry_after(response.headers());
         let mut body = Vec::new();
         while body.len() < ERROR_BODY_CAP {
-            match tokio::time::timeout_at(self.deadline, response.chunk()).await {
+            match tokio::time::timeout_at(self.until(), response.chunk()).await {
                 Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
                 _ => break,
             }
@@ -144,37 +182,6 @@ impl Exchange {
         );
         error.retry_after = retry_after;
         error
-    }
-}
-
-/// A response's SSE events, with an idle timeout per event.
-pub struct SseStream {
-    candidate: String,
-    idle: Duration,
-    #[allow(clippy::type_complexity)]
-    inner: Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>,
-}
-
-impl SseStream {
-    /// The next event, or `None` when the server closed the stream.
-    pub async fn next(&mut self) -> Result<Option<Event>, LlmError> {
-        let error = |kind, message: String| LlmError::new(&self.candidate, kind, message);
-        match tokio::time::timeout(self.idle, self.inner.next()).await {
-            Err(_) => {
-                let message = format!("no data for {} while streaming", duration(self.idle));
-                Err(error(LlmErrorKind::Timeout, message))
-            }
-            Ok(None) => Ok(None),
-            Ok(Some(Ok(event))) => Ok(Some(event)),
-            Ok(Some(Err(EventStreamError::Transport(e)))) => Err(error(
-                LlmErrorKind::Network,
-                format!("the connection was cut mid-stream: {}", error_chain(&e)),
-            )),
-            Ok(Some(Err(e))) => Err(error(
-                LlmErrorKind::Protocol,
-                format!("the event stream is malformed: {e}"),
-            )),
-        }
     }
 }
 
@@ -248,6 +255,37 @@ impl WireError {
     }
 }
 
+/// An error reported as a whole stream event: `{"error": {...}}` (with or
+/// without Anthropic's `"type": "error"`), a bare error object
+/// (`{"code": 500, "message": "..."}`, llama.cpp's `error:` line), or text.
+/// Text that is not an error object is taken as a server failure (retried).
+pub fn error_event(candidate: &str, data: &str) -> LlmError {
+    if let Some(error) = error_envelope(candidate, data) {
+        return error;
+    }
+    match serde_json::from_str::<WireError>(data) {
+        Ok(error) if error.message.is_some() => error.into_error(candidate),
+        _ => LlmError::new(
+            candidate,
+            LlmErrorKind::Overloaded,
+            format!(
+                "the server reported an error: {}",
+                snippet(data.trim(), ERROR_TEXT_CHARS)
+            ),
+        ),
+    }
+}
+
+/// The error of a stream event whose top level is `{"error": {...}}`.
+pub fn error_envelope(candidate: &str, data: &str) -> Option<LlmError> {
+    #[derive(Deserialize)]
+    struct Envelope {
+        error: WireError,
+    }
+    let envelope: Envelope = serde_json::from_str(data).ok()?;
+    Some(envelope.error.into_error(candidate))
+}
+
 /// The server's message from an error body: `{"error": {"message": ...}}`
 /// (both APIs), `{"error": "..."}` or `{"message": "..."}`; else the raw
 /// text, trimmed and cut to 500 characters.
@@ -284,20 +322,6 @@ pub fn snippet(text: &str, max: usize) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
     }
-}
-
-/// An error and its sources, `: `-joined, skipping repeats.
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut parts = vec![error.to_string()];
-    let mut source = error.source();
-    while let Some(e) = source {
-        let text = e.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = e.source();
-    }
-    parts.join(": ")
 }
 
 #[cfg(test)]
@@ -438,7 +462,7 @@ mod tests {
             .into_boxed_str(),
         );
         let url = serve(vec![(0, response)], false).await;
-        let exchange = Exchange::new("openai:m", Duration::from_secs(5));
+        let exchange = Exchange::new("openai:m", Duration::from_secs(5), CallLimits::default());
         let error = exchange.send(post(&url)).await.unwrap_err();
         assert_eq!(error.kind, LlmErrorKind::Status(429));
         assert_eq!(error.message, "Rate limit reached");
@@ -452,7 +476,7 @@ mod tests {
     #[tokio::test]
     async fn no_headers_in_time_is_a_timeout() {
         let url = serve(vec![], true).await;
-        let exchange = Exchange::new("openai:m", Duration::from_millis(200));
+        let exchange = Exchange::new("openai:m", Duration::from_millis(200), CallLimits::default());
         let error = exchange.send(post(&url)).await.unwrap_err();
         assert_eq!(error.kind, LlmErrorKind::Timeout);
         assert_eq!(error.message, "no response within 200 ms");
@@ -469,7 +493,7 @@ mod tests {
             true,
         )
         .await;
-        let exchange = Exchange::new("openai:m", Duration::from_millis(300));
+        let exchange = Exchange::new("openai:m", Duration::from_millis(300), CallLimits::default());
         let response = exchange.send(post(&url)).await.unwrap();
         assert!(!is_json(&response));
         let mut events = exchange.events(response);
@@ -491,7 +515,7 @@ mod tests {
             false,
         )
         .await;
-        let exchange = Exchange::new("openai:m", Duration::from_secs(5));
+        let exchange = Exchange::new("openai:m", Duration::from_secs(5), CallLimits::default());
         let mut events = exchange.events(exchange.send(post(&url)).await.unwrap());
         assert_eq!(events.next().await.unwrap().unwrap().data, "one");
         let error = events.next().await.unwrap_err();
@@ -510,7 +534,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         drop(listener);
-        let exchange = Exchange::new("openai:m", Duration::from_secs(5));
+        let exchange = Exchange::new("openai:m", Duration::from_secs(5), CallLimits::default());
         let error = exchange.send(post(&url)).await.unwrap_err();
         assert_eq!(error.kind, LlmErrorKind::Network);
         assert!(
@@ -523,7 +547,7 @@ mod tests {
     #[tokio::test]
     async fn a_json_body_that_is_not_the_expected_shape_is_a_protocol_error() {
         let url = serve(vec![(0, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 9\r\n\r\n<html/>  ")], false).await;
-        let exchange = Exchange::new("openai:m", Duration::from_secs(5));
+        let exchange = Exchange::new("openai:m", Duration::from_secs(5), CallLimits::default());
         let response = exchange.send(post(&url)).await.unwrap();
         assert!(is_json(&response));
         let error = exchange.read_json::<Value>(response).await.unwrap_err();

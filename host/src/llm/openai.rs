@@ -3,17 +3,23 @@
 //! (llama.cpp, vLLM, Ollama, LM Studio, OpenRouter, …).
 //!
 //! The stream parser is lenient where those servers differ: tool-call
-//! chunks without `index`, a name repeated in every chunk, `finish_reason`
-//! `stop` on a reply with tool calls, a stream that ends without `[DONE]`.
-
-use std::collections::BTreeMap;
+//! chunks without `index` (assembled by `id`), a name repeated in every
+//! chunk, `finish_reason` `stop` on a reply with tool calls, a stream that
+//! ends without `[DONE]`, an `error` event (llama.cpp).
+//!
+//! Tool-call arguments that are not a JSON object (a reply cut short, a
+//! model's mistake) are sent back as `{}`: servers refuse a history that
+//! carries them (llama.cpp answers HTTP 500), which would break the session
+//! for good.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{Exchange, Flow, WireError, is_json, snippet};
+use super::http::{Exchange, Flow, WireError, error_event, is_json, snippet};
+use super::limits::CallLimits;
 use super::types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, Usage,
+    valid_arguments,
 };
 use super::{LlmError, LlmErrorKind, ProviderConfig};
 
@@ -42,7 +48,7 @@ impl OpenAi {
         request: &ChatRequest,
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, LlmError> {
-        let exchange = Exchange::new(&self.name, self.config.timeout);
+        let exchange = Exchange::new(&self.name, self.config.timeout, self.config.limits);
         let url = format!(
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
@@ -55,11 +61,11 @@ impl OpenAi {
             builder = builder.bearer_auth(key);
         }
         let response = exchange.send(builder).await?;
-        let mut acc = Accumulator::new(&self.name);
+        let mut acc = Accumulator::new(&self.name, self.config.limits);
         if self.config.stream && !is_json(&response) {
             let mut events = exchange.events(response);
             while let Some(event) = events.next().await? {
-                if acc.on_data(&event.data, &mut *on_delta)? == Flow::Done {
+                if acc.on_event(&event.event, &event.data, &mut *on_delta)? == Flow::Done {
                     break;
                 }
             }
@@ -119,7 +125,8 @@ fn wire_message(message: &Message) -> Value {
             tool_calls,
         } => {
             let calls = tool_calls.iter().map(|call| {
-                json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+                let arguments = valid_arguments(&call.arguments);
+                json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
             });
             let content = if content.is_empty() {
                 Value::Null
@@ -194,24 +201,49 @@ struct WireUsage {
 /// Assembles a reply from streamed chunks (or from a whole reply).
 pub struct Accumulator {
     candidate: String,
+    limits: CallLimits,
     text: String,
-    /// Tool calls by index.
-    calls: BTreeMap<usize, ToolCall>,
+    /// Tool calls in the order they first appeared.
+    calls: Vec<Slot>,
+    /// The bytes of every call's arguments so far.
+    arguments_len: usize,
     finish_reason: Option<String>,
     usage: Usage,
     done: bool,
 }
 
+/// One tool call being assembled, and the `index` the server gave it.
+struct Slot {
+    index: Option<usize>,
+    call: ToolCall,
+}
+
 impl Accumulator {
-    pub fn new(candidate: &str) -> Accumulator {
+    pub fn new(candidate: &str, limits: CallLimits) -> Accumulator {
         Accumulator {
             candidate: candidate.to_string(),
+            limits,
             text: String::new(),
-            calls: BTreeMap::new(),
+            calls: Vec::new(),
+            arguments_len: 0,
             finish_reason: None,
             usage: Usage::default(),
             done: false,
         }
+    }
+
+    /// Takes one SSE event: an `error` event fails the reply, anything else
+    /// is a `data:` payload.
+    pub fn on_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<Flow, LlmError> {
+        if event == "error" {
+            return Err(error_event(&self.candidate, data));
+        }
+        self.on_data(data, on_delta)
     }
 
     /// Takes one SSE `data:` payload; [`Flow::Done`] after `[DONE]`.
@@ -235,9 +267,12 @@ impl Accumulator {
             let delta = choice.delta.or(choice.message);
             let content = delta.as_ref().and_then(|d| d.content.as_deref());
             if let Some(content) = content.filter(|c| !c.is_empty()) {
+                // Checked before it is published: past the bound, nothing
+                // more of the reply goes out.
+                (self.limits).check_text(&self.candidate, self.text.len() + content.len())?;
                 on_delta(content);
             }
-            self.on_choice(delta, choice.finish_reason, false);
+            self.on_choice(delta, choice.finish_reason, false)?;
         }
         Ok(Flow::More)
     }
@@ -251,7 +286,7 @@ impl Accumulator {
                 "the reply has no choices",
             ));
         };
-        self.on_choice(choice.message.or(choice.delta), choice.finish_reason, true);
+        self.on_choice(choice.message.or(choice.delta), choice.finish_reason, true)?;
         self.done = true;
         Ok(())
     }
@@ -269,43 +304,62 @@ impl Accumulator {
     }
 
     /// `whole`: the calls are complete and in order, with or without `index`.
-    fn on_choice(&mut self, delta: Option<Delta>, finish_reason: Option<String>, whole: bool) {
+    fn on_choice(
+        &mut self,
+        delta: Option<Delta>,
+        finish_reason: Option<String>,
+        whole: bool,
+    ) -> Result<(), LlmError> {
         if let Some(reason) = finish_reason.filter(|r| !r.is_empty()) {
             self.finish_reason = Some(reason);
         }
-        let Some(delta) = delta else { return };
+        let Some(delta) = delta else { return Ok(()) };
         if let Some(content) = delta.content {
+            (self.limits).check_text(&self.candidate, self.text.len() + content.len())?;
             self.text.push_str(&content);
         }
         for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
             let index = if whole { Some(position) } else { call.index };
-            self.on_tool_call(index, call.id, call.function.unwrap_or_default());
+            self.on_tool_call(index, call.id, call.function.unwrap_or_default())?;
         }
         if let Some(function) = delta.function_call {
-            self.on_tool_call(Some(0), None, function);
+            self.on_tool_call(Some(0), None, function)?;
         }
+        Ok(())
     }
 
-    fn on_tool_call(&mut self, index: Option<usize>, id: Option<String>, function: FunctionDelta) {
+    /// Adds a tool-call delta to its call: the call with its `index` when it
+    /// has one, else the call with its `id`; a delta with neither continues
+    /// the latest call, and one with a new id starts a call (unless the
+    /// latest call has no id yet: the id is its own, arriving late).
+    fn on_tool_call(
+        &mut self,
+        index: Option<usize>,
+        id: Option<String>,
+        function: FunctionDelta,
+    ) -> Result<(), LlmError> {
         let id = id.filter(|id| !id.is_empty());
-        let index = index.unwrap_or_else(|| {
-            // No index: the call with this id, a new call for a new id,
-            // else the latest call.
-            let by_id = id
-                .as_ref()
-                .and_then(|id| self.calls.iter().find(|(_, c)| &c.id == id));
-            match (by_id, &id, self.calls.last_key_value()) {
-                (Some((i, _)), _, _) => *i,
-                (None, Some(_), Some((last, _))) => last + 1,
-                (None, None, Some((last, _))) => *last,
-                (None, _, None) => 0,
-            }
+        let by_id = |calls: &[Slot], id: &str| calls.iter().position(|s| s.call.id == id);
+        let found = match (index, &id) {
+            (Some(index), _) => (self.calls.iter()).position(|s| s.index == Some(index)),
+            (None, Some(id)) => by_id(&self.calls, id).or_else(|| {
+                let last = self.calls.len().checked_sub(1)?;
+                self.calls[last].call.id.is_empty().then_some(last)
+            }),
+            (None, None) => self.calls.len().checked_sub(1),
+        };
+        let at = found.unwrap_or_else(|| {
+            self.calls.push(Slot {
+                index,
+                call: ToolCall {
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                },
+            });
+            self.calls.len() - 1
         });
-        let call = self.calls.entry(index).or_insert_with(|| ToolCall {
-            id: String::new(),
-            name: String::new(),
-            arguments: String::new(),
-        });
+        let call = &mut self.calls[at].call;
         if let Some(id) = id.filter(|_| call.id.is_empty()) {
             call.id = id;
         }
@@ -314,8 +368,11 @@ impl Accumulator {
             call.name.push_str(&name);
         }
         if let Some(arguments) = function.arguments {
+            self.arguments_len += arguments.len();
+            (self.limits).check_arguments(&self.candidate, self.arguments_len)?;
             call.arguments.push_str(&arguments);
         }
+        Ok(())
     }
 
     /// The assembled reply. A stream that ended without `[DONE]` is accepted
@@ -329,10 +386,16 @@ impl Accumulator {
                 message,
             ));
         }
-        let tool_calls: Vec<ToolCall> = (self.calls.into_iter())
-            .map(|(index, mut call)| {
+        let mut calls = self.calls;
+        // In the order asked: by index when the server gave every call one,
+        // else as they first appeared.
+        if calls.iter().all(|s| s.index.is_some()) {
+            calls.sort_by_key(|s| s.index);
+        }
+        let tool_calls: Vec<ToolCall> = (calls.into_iter().enumerate())
+            .map(|(position, Slot { mut call, .. })| {
                 if call.id.is_empty() {
-                    call.id = format!("call_{index}");
+                    call.id = format!("call_{position}");
                 }
                 if call.arguments.trim().is_empty() {
                     call.arguments = "{}".into();
@@ -374,6 +437,7 @@ mod tests {
             api_key: None,
             stream,
             timeout: Duration::from_secs(5),
+            limits: CallLimits::default(),
         }
     }
 
@@ -381,7 +445,7 @@ mod tests {
     /// error) and the streamed text.
     fn feed(payloads: &[&str]) -> (Result<ChatResponse, LlmError>, Vec<String>) {
         let mut deltas = Vec::new();
-        let mut acc = Accumulator::new("openai:gpt-test");
+        let mut acc = Accumulator::new("openai:gpt-test", CallLimits::default());
         let mut sink = |text: &str| deltas.push(text.to_string());
         for data in payloads {
             match acc.on_data(data, &mut sink) {
@@ -628,7 +692,7 @@ mod tests {
                 "usage":{"prompt_tokens":5,"completion_tokens":7}}"#,
         )
         .unwrap();
-        let mut acc = Accumulator::new("openai:gpt-test");
+        let mut acc = Accumulator::new("openai:gpt-test", CallLimits::default());
         acc.on_completion(reply).unwrap();
         let reply = acc.finish().unwrap();
         assert_eq!(reply.text, "");
@@ -644,7 +708,7 @@ mod tests {
             }
         );
 
-        let mut acc = Accumulator::new("openai:gpt-test");
+        let mut acc = Accumulator::new("openai:gpt-test", CallLimits::default());
         let empty: Completion = serde_json::from_str(r#"{"choices":[]}"#).unwrap();
         assert_eq!(
             acc.on_completion(empty).unwrap_err().kind,

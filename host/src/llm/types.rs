@@ -54,6 +54,29 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+impl ToolCall {
+    /// The call as the history keeps it: its arguments as sent when they
+    /// are a JSON object, else `{}` (see [`valid_arguments`]).
+    pub fn for_history(&self) -> ToolCall {
+        ToolCall {
+            arguments: valid_arguments(&self.arguments).to_string(),
+            ..self.clone()
+        }
+    }
+}
+
+/// `arguments` when they are a JSON object's text, else `{}`: what a
+/// history may carry and a request may send back. Both APIs require an
+/// object (Anthropic's `input`; servers of the OpenAI format, such as
+/// llama.cpp, refuse a history whose arguments do not parse), and `{}`
+/// claims nothing the model did not say; the tool's result tells the model
+/// what was wrong with what it sent.
+pub fn valid_arguments(arguments: &str) -> &str {
+    let is_object = arguments.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
+    if is_object { arguments } else { "{}" }
+}
+
 /// A tool as offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolDef {
