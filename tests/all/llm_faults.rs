@@ -267,3 +267,152 @@ async fn unauthorized_ends_the_turn_at_once_naming_the_provider_and_status() {
     assert_eq!(kinds, ["turn_begin", "llm_request", "turn_end"]);
     assert_eq!((fake.requests().len(), backup.requests().len()), (1, 0));
 }
+
+fn candidate(wire: &str, fake: &FakeModel, stream: bool) -> ProviderConfig {
+    match wire {
+        "openai" => openai(fake, "m", stream),
+        _ => anthropic(fake, "m", stream),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_llama_cpp_error_event_surfaces_the_servers_message_and_is_retried() {
+    for wire in ["openai", "anthropic"] {
+        let fake = FakeModel::start([
+            Reply::LlamaCppError {
+                message: "the slot is busy".into(),
+            },
+            Reply::text("Fine now."),
+        ])
+        .await;
+        let (outcome, retries, _) = turn(vec![candidate(wire, &fake, true)]).await;
+        assert_eq!(outcome.answer.as_deref(), Some("Fine now."), "{wire}");
+        assert_eq!(
+            retries,
+            [(
+                format!("{wire}:m"),
+                1,
+                format!("{wire}:m: the server reported an error: server_error: the slot is busy"),
+                format!("{wire}:m"),
+                true
+            )],
+            "{wire}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn blank_data_lines_are_ignored_in_both_formats() {
+    for (wire, stream) in [("openai", true), ("anthropic", true)] {
+        let fake = FakeModel::start([Reply::BlankData(Box::new(Reply::text(
+            "Hello through the gaps.",
+        )))])
+        .await;
+        let (outcome, retries, kinds) = turn(vec![candidate(wire, &fake, stream)]).await;
+        assert_eq!(
+            (outcome.status, outcome.answer.as_deref()),
+            (TurnStatus::Completed, Some("Hello through the gaps.")),
+            "{wire}: {outcome:?}"
+        );
+        assert!(retries.is_empty(), "{wire}: {retries:?}");
+        assert_eq!(
+            kinds,
+            [
+                "turn_begin",
+                "llm_request",
+                "llm_delta",
+                "llm_response",
+                "turn_end"
+            ],
+            "{wire}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_after_longer_than_the_backoff_cap_is_honoured_on_a_single_candidate() {
+    for wire in ["openai", "anthropic"] {
+        let fake = FakeModel::start([
+            Reply::Status {
+                code: 429,
+                message: "slow down".into(),
+                retry_after: Some(1),
+            },
+            Reply::text("Hi!"),
+        ])
+        .await;
+        let (outcome, _, _) = turn(vec![candidate(wire, &fake, true)]).await;
+        assert_eq!(outcome.answer.as_deref(), Some("Hi!"), "{wire}");
+        let requests = fake.requests();
+        // The backoff cap is 50 ms; the server asked for 1 s, under the
+        // 5 s the policy allows.
+        let waited = requests[1].at - requests[0].at;
+        assert!(waited >= Duration::from_secs(1), "{wire}: {waited:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_after_past_the_maximum_fails_at_once_naming_the_wait() {
+    for wire in ["openai", "anthropic"] {
+        let fake = FakeModel::start([
+            Reply::Status {
+                code: 429,
+                message: "slow down".into(),
+                retry_after: Some(30),
+            },
+            Reply::text("never"),
+        ])
+        .await;
+        let (outcome, retries, kinds) = turn(vec![candidate(wire, &fake, true)]).await;
+        assert_eq!(outcome.status, TurnStatus::Error, "{wire}");
+        assert_eq!(
+            outcome.reason,
+            format!(
+                "{wire}:m: HTTP 429 Too Many Requests: slow down (the server asked to wait 30 s, \
+                 longer than the longest wait allowed, 5 s (--max-retry-wait))"
+            )
+        );
+        assert!(retries.is_empty(), "{wire}: {retries:?}");
+        assert_eq!(kinds, ["turn_begin", "llm_request", "turn_end"], "{wire}");
+        assert_eq!(fake.requests().len(), 1, "{wire}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_kept_alive_without_end_fails_at_the_call_deadline_and_is_retried() {
+    for (wire, stream) in [
+        ("openai", true),
+        ("anthropic", true),
+        ("openai", false),
+        ("anthropic", false),
+    ] {
+        let case = format!("{wire}, streamed: {stream}");
+        let fake = FakeModel::start([
+            Reply::KeepAlive {
+                every: Duration::from_millis(50),
+            },
+            Reply::text("Done at last."),
+        ])
+        .await;
+        let mut candidate = candidate(wire, &fake, stream);
+        // Each chunk comes well within the idle timeout; the deadline
+        // ends the attempt.
+        candidate.timeout = Duration::from_secs(10);
+        candidate.limits.deadline = Duration::from_millis(500);
+        let (outcome, retries, _) = turn(vec![candidate]).await;
+        assert_eq!(outcome.answer.as_deref(), Some("Done at last."), "{case}");
+        assert_eq!(
+            retries,
+            [(
+                format!("{wire}:m"),
+                1,
+                format!(
+                    "{wire}:m: the reply was not complete within the call's deadline of 500 ms (--llm-deadline)"
+                ),
+                format!("{wire}:m"),
+                false
+            )],
+            "{case}"
+        );
+    }
+}

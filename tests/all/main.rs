@@ -10,6 +10,7 @@ mod hook_examples;
 mod hooks;
 mod languages;
 mod llm_faults;
+mod llm_replies;
 mod loading;
 mod network;
 mod reload;

@@ -24,6 +24,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+mod shapes;
+
 /// One tool call of a scripted reply.
 #[derive(Clone, Debug)]
 pub struct ToolCallReply {
@@ -58,6 +60,29 @@ pub enum Reply {
     Malformed,
     /// Waits (before sending anything), then answers with the inner reply.
     Delay(Duration, Box<Reply>),
+    /// One tool call whose arguments are sent as this text, JSON or not
+    /// (Anthropic, not streamed: parsed, `{}` when they do not parse). When
+    /// `cut`, the reply ends at the output token limit (`finish_reason:
+    /// "length"`, `stop_reason: "max_tokens"`).
+    RawToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+        cut: bool,
+    },
+    /// As llama.cpp fails mid-stream: the start of a text reply, then an
+    /// error event (OpenAI: an `error: {...}` line; Anthropic: `event:
+    /// error` with `{"error": {...}}`, no top-level `type`), code 500. Not
+    /// streamed: HTTP 500 with that body.
+    LlamaCppError { message: String },
+    /// Streamed: the inner reply (text or tool calls) with a `data:` line
+    /// with nothing after it before each event. Not streamed: the inner
+    /// reply.
+    BlankData(Box<Reply>),
+    /// Streamed: the reply starts, then an event that carries nothing
+    /// (OpenAI: a chunk with an empty delta; Anthropic: `ping`) every
+    /// `every`, for ever (also when a whole reply was asked for).
+    KeepAlive { every: Duration },
 }
 
 impl Reply {
@@ -142,6 +167,13 @@ pub struct Options {
     pub output_tokens: u32,
     /// Answers when no scripted reply is left (else: HTTP 500).
     pub responder: Option<Responder>,
+    /// OpenAI streaming: tool-call chunks carry the call's `id` and no
+    /// `index`, as some servers send them.
+    pub omit_tool_index: bool,
+    /// As llama.cpp: a request whose history has tool-call arguments that
+    /// are not valid JSON gets HTTP 500 "Failed to parse tool call
+    /// arguments as JSON" (and uses no reply).
+    pub reject_invalid_arguments: bool,
 }
 
 impl Default for Options {
@@ -151,6 +183,8 @@ impl Default for Options {
             input_tokens: 10,
             output_tokens: 5,
             responder: None,
+            omit_tool_index: false,
+            reject_invalid_arguments: false,
         }
     }
 }
@@ -257,6 +291,7 @@ struct Ctx {
     created: u64,
     include_usage: bool,
     repeat_tool_name: bool,
+    omit_tool_index: bool,
     input_tokens: u32,
     output_tokens: u32,
 }
@@ -307,6 +342,11 @@ async fn handle(
             );
         }
     };
+    if shared.options.reject_invalid_arguments
+        && let Some(response) = shapes::reject_invalid_arguments(format, &request)
+    {
+        return response;
+    }
     let scripted = shared.replies.lock().unwrap().pop_front();
     let responder = shared.options.responder.as_ref();
     let Some(mut reply) = scripted.or_else(|| responder.map(|r| (r.0)(&request))) else {
@@ -330,6 +370,7 @@ async fn handle(
             .as_secs(),
         include_usage: request["stream_options"]["include_usage"] == json!(true),
         repeat_tool_name: shared.options.repeat_tool_name,
+        omit_tool_index: shared.options.omit_tool_index,
         input_tokens: shared.options.input_tokens,
         output_tokens: shared.options.output_tokens,
     };
@@ -345,6 +386,15 @@ async fn handle(
         Reply::CutMidStream => cut(&ctx, stream),
         Reply::Malformed => malformed(&ctx, stream),
         Reply::Delay(..) => unreachable!("delays are unwrapped above"),
+        Reply::RawToolCall {
+            id,
+            name,
+            arguments,
+            cut,
+        } => shapes::raw_tool_call(&ctx, stream, &id, &name, &arguments, cut),
+        Reply::LlamaCppError { message } => shapes::llama_cpp_error(&ctx, stream, &message),
+        Reply::BlankData(inner) => shapes::blank_data(&ctx, stream, *inner),
+        Reply::KeepAlive { every } => shapes::keep_alive(&ctx, every),
     }
 }
 
@@ -472,6 +522,7 @@ fn openai_events(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Vec<String> 
         chunks.push(chunk(json!({"content": piece}), Value::Null));
     }
     for (i, call) in calls.iter().enumerate() {
+        let start = chunks.len();
         let head = json!({"index": i, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}});
         chunks.push(chunk(json!({"tool_calls": [head]}), Value::Null));
         for piece in fragments(&call.arguments.to_string()) {
@@ -481,6 +532,9 @@ fn openai_events(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Vec<String> 
                 json!({"index": i, "function": {"arguments": piece}})
             };
             chunks.push(chunk(json!({"tool_calls": [part]}), Value::Null));
+        }
+        if ctx.omit_tool_index {
+            shapes::by_id_only(&mut chunks[start..], &call.id);
         }
     }
     chunks.push(chunk(json!({}), finish_reason(ctx, calls).into()));

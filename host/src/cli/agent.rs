@@ -36,11 +36,21 @@ pub struct AgentArgs {
     pub llm_timeout: f64,
     /// Longest one attempt of a model call may take, start to finish; past
     /// it the attempt fails as a timeout (and is retried).
-    #[arg(long, env = "WASMCLAW_LLM_DEADLINE", value_name = "SECONDS", default_value_t = 600.0)]
+    #[arg(
+        long,
+        env = "WASMCLAW_LLM_DEADLINE",
+        value_name = "SECONDS",
+        default_value_t = 600.0
+    )]
     pub llm_deadline: f64,
     /// Longest `retry-after` waited for; a server asking for longer fails
     /// the candidate at once.
-    #[arg(long, env = "WASMCLAW_MAX_RETRY_WAIT", value_name = "SECONDS", default_value_t = 60.0)]
+    #[arg(
+        long,
+        env = "WASMCLAW_MAX_RETRY_WAIT",
+        value_name = "SECONDS",
+        default_value_t = 60.0
+    )]
     pub max_retry_wait: f64,
     /// Most bytes of a reply's text; past it the call fails (not retried).
     #[arg(long, env = "WASMCLAW_MAX_REPLY_TEXT", value_name = "BYTES", default_value_t = crate::llm::limits::DEFAULT_MAX_TEXT)]
@@ -78,7 +88,9 @@ pub fn chain(args: &AgentArgs) -> Result<Chain> {
         if value > 0.0 && value.is_finite() {
             Ok(Duration::from_secs_f64(value))
         } else {
-            Err(anyhow::anyhow!("{flag} must be a positive number of seconds, not {value}"))
+            Err(anyhow::anyhow!(
+                "{flag} must be a positive number of seconds, not {value}"
+            ))
         }
     };
     let timeout = seconds("--llm-timeout", args.llm_timeout)?;

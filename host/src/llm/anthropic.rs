@@ -348,7 +348,11 @@ impl Accumulator {
                     "a stream event is not the expected JSON ({e}): {}",
                     snippet(data.trim(), 80)
                 );
-                return Err(LlmError::new(&self.candidate, LlmErrorKind::Protocol, message));
+                return Err(LlmError::new(
+                    &self.candidate,
+                    LlmErrorKind::Protocol,
+                    message,
+                ));
             }
         };
         match event {

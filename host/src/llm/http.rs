@@ -112,8 +112,7 @@ impl Exchange {
             match tokio::time::timeout_at(self.until(), response.chunk()).await {
                 Err(_) => return Err(self.no_response()),
                 Ok(Err(e)) => {
-                    let message =
-                        format!("the connection was cut mid-reply: {}", error_chain(&e));
+                    let message = format!("the connection was cut mid-reply: {}", error_chain(&e));
                     return Err(self.error(LlmErrorKind::Network, message));
                 }
                 Ok(Ok(None)) => break,
@@ -476,7 +475,11 @@ mod tests {
     #[tokio::test]
     async fn no_headers_in_time_is_a_timeout() {
         let url = serve(vec![], true).await;
-        let exchange = Exchange::new("openai:m", Duration::from_millis(200), CallLimits::default());
+        let exchange = Exchange::new(
+            "openai:m",
+            Duration::from_millis(200),
+            CallLimits::default(),
+        );
         let error = exchange.send(post(&url)).await.unwrap_err();
         assert_eq!(error.kind, LlmErrorKind::Timeout);
         assert_eq!(error.message, "no response within 200 ms");
@@ -493,7 +496,11 @@ mod tests {
             true,
         )
         .await;
-        let exchange = Exchange::new("openai:m", Duration::from_millis(300), CallLimits::default());
+        let exchange = Exchange::new(
+            "openai:m",
+            Duration::from_millis(300),
+            CallLimits::default(),
+        );
         let response = exchange.send(post(&url)).await.unwrap();
         assert!(!is_json(&response));
         let mut events = exchange.events(response);

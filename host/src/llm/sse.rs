@@ -217,7 +217,12 @@ impl SseStream {
                 return Ok(None);
             }
             let idle_until = Instant::now() + self.idle;
-            let chunk = match tokio::time::timeout_at(idle_until.min(self.deadline), self.body.next()).await {
+            let chunk = match tokio::time::timeout_at(
+                idle_until.min(self.deadline),
+                self.body.next(),
+            )
+            .await
+            {
                 Err(_) if idle_until < self.deadline => {
                     let message = format!("no data for {} while streaming", duration(self.idle));
                     return Err(self.error(LlmErrorKind::Timeout, message));
@@ -323,14 +328,20 @@ mod tests {
         ]);
         assert_eq!(
             events,
-            [pair("message", "kept"), pair("error", "{\"error\":{\"code\":500}}")]
+            [
+                pair("message", "kept"),
+                pair("error", "{\"error\":{\"code\":500}}")
+            ]
         );
     }
 
     #[test]
     fn llama_cpp_error_lines_become_error_events() {
         let events = decode(&["error: {\"code\":500,\"message\":\"boom\"}\n\n"]);
-        assert_eq!(events, [pair("error", "{\"code\":500,\"message\":\"boom\"}")]);
+        assert_eq!(
+            events,
+            [pair("error", "{\"code\":500,\"message\":\"boom\"}")]
+        );
     }
 
     #[test]
