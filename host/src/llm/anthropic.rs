@@ -705,6 +705,63 @@ mod tests {
     }
 
     #[test]
+    fn llama_cpp_error_events_are_read_too() {
+        let llama = r#"{"error":{"code":500,"message":"the slot is busy","type":"server_error"}}"#;
+        let mut acc = Accumulator::new("anthropic:c", CallLimits::default());
+        for (event, data) in [("error", llama), ("message", llama)] {
+            let error = acc.on_event(event, data, &mut |_: &str| {}).unwrap_err();
+            assert_eq!(error.kind, LlmErrorKind::Overloaded, "{event}");
+            assert_eq!(
+                error.message, "the server reported an error: server_error: the slot is busy",
+                "{event}"
+            );
+        }
+        let error = acc
+            .on_event("error", "upstream died", &mut |_: &str| {})
+            .unwrap_err();
+        assert_eq!(
+            (error.kind, error.message.as_str()),
+            (
+                LlmErrorKind::Overloaded,
+                "the server reported an error: upstream died"
+            )
+        );
+    }
+
+    #[test]
+    fn text_and_arguments_past_their_bounds_end_the_reply() {
+        let limits = CallLimits {
+            max_text: 3,
+            max_arguments: 3,
+            ..CallLimits::default()
+        };
+        let mut acc = Accumulator::new("anthropic:c", limits);
+        let error = acc
+            .on_data(
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"four"}}"#,
+                &mut |_: &str| panic!("nothing past the bound is published"),
+            )
+            .unwrap_err();
+        assert_eq!(
+            error.message,
+            "the reply's text passed its bound of 3 bytes (--max-reply-text)"
+        );
+        let mut acc = Accumulator::new("anthropic:c", limits);
+        acc.on_data(
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+            &mut |_: &str| {},
+        )
+        .unwrap();
+        let error = acc
+            .on_data(
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}"#,
+                &mut |_: &str| {},
+            )
+            .unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::TooLarge);
+    }
+
+    #[test]
     fn malformed_or_truncated_streams_fail() {
         let (reply, _) = feed(&[
             r#"{"type":"message_start","message":{}}"#,

@@ -331,7 +331,9 @@ impl Accumulator {
     /// Adds a tool-call delta to its call: the call with its `index` when it
     /// has one, else the call with its `id`; a delta with neither continues
     /// the latest call, and one with a new id starts a call (unless the
-    /// latest call has no id yet: the id is its own, arriving late).
+    /// latest call has no id yet: the id is its own, arriving late). An
+    /// index already used by a call with another id starts a call too (some
+    /// servers number every call 0).
     fn on_tool_call(
         &mut self,
         index: Option<usize>,
@@ -341,7 +343,12 @@ impl Accumulator {
         let id = id.filter(|id| !id.is_empty());
         let by_id = |calls: &[Slot], id: &str| calls.iter().position(|s| s.call.id == id);
         let found = match (index, &id) {
-            (Some(index), _) => (self.calls.iter()).position(|s| s.index == Some(index)),
+            (Some(index), id) => (self.calls.iter())
+                .rposition(|s| s.index == Some(index))
+                .filter(|&at| {
+                    let own = &self.calls[at].call.id;
+                    id.as_ref().is_none_or(|id| own.is_empty() || own == id)
+                }),
             (None, Some(id)) => by_id(&self.calls, id).or_else(|| {
                 let last = self.calls.len().checked_sub(1)?;
                 self.calls[last].call.id.is_empty().then_some(last)
@@ -596,6 +603,124 @@ mod tests {
         );
         // "stop" with tool calls means tool calls.
         assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
+    }
+
+    #[test]
+    fn calls_are_assembled_by_index_else_by_id_in_the_order_asked() {
+        let (reply, _) = feed(&[
+            // By id only, interleaved; a late id; a chunk with neither.
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"z","function":{"name":"f","arguments":"{\"x\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"g","arguments":"{\"y\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"z","function":{"arguments":"1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"2}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ]);
+        let calls: Vec<(String, String, String)> = (reply.unwrap().tool_calls.into_iter())
+            .map(|c| (c.id, c.name, c.arguments))
+            .collect();
+        let expected = [("z", "f", r#"{"x":1}"#), ("a", "g", r#"{"y":2}"#)]
+            .map(|(i, n, a)| (i.to_string(), n.to_string(), a.to_string()));
+        assert_eq!(calls, expected);
+
+        // An id that comes after the call began is the call's own.
+        let (reply, _) = feed(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"h","arguments":"{"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"late","function":{"arguments":"}"}}]}}]}"#,
+            "[DONE]",
+        ]);
+        let calls: Vec<(String, String, String)> = (reply.unwrap().tool_calls.into_iter())
+            .map(|c| (c.id, c.name, c.arguments))
+            .collect();
+        assert_eq!(calls, [("late".into(), "h".into(), "{}".into())]);
+
+        // Every call numbered 0, told apart by id.
+        let (reply, _) = feed(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"g","arguments":"{\"q\""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}}]}"#,
+            "[DONE]",
+        ]);
+        let calls: Vec<(String, String)> = (reply.unwrap().tool_calls.into_iter())
+            .map(|c| (c.id, c.arguments))
+            .collect();
+        assert_eq!(
+            calls,
+            [("b".into(), "{}".into()), ("a".into(), r#"{"q":1}"#.into())]
+        );
+    }
+
+    #[test]
+    fn error_events_and_bounds_end_the_reply() {
+        let mut acc = Accumulator::new("openai:m", CallLimits::default());
+        let error = acc
+            .on_event(
+                "error",
+                r#"{"code":500,"message":"boom","type":"server_error"}"#,
+                &mut |_: &str| {},
+            )
+            .unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Overloaded);
+        assert_eq!(
+            error.message,
+            "the server reported an error: server_error: boom"
+        );
+
+        let limits = CallLimits {
+            max_text: 5,
+            max_arguments: 4,
+            ..CallLimits::default()
+        };
+        let mut published = String::new();
+        let mut acc = Accumulator::new("openai:m", limits);
+        let mut sink = |t: &str| published.push_str(t);
+        acc.on_data(r#"{"choices":[{"delta":{"content":"12345"}}]}"#, &mut sink)
+            .unwrap();
+        let error = acc
+            .on_data(r#"{"choices":[{"delta":{"content":"6"}}]}"#, &mut sink)
+            .unwrap_err();
+        assert_eq!(
+            (error.kind, error.message.as_str()),
+            (
+                LlmErrorKind::TooLarge,
+                "the reply's text passed its bound of 5 bytes (--max-reply-text)"
+            )
+        );
+        assert_eq!(published, "12345");
+        let mut acc = Accumulator::new("openai:m", limits);
+        let error = acc
+            .on_data(
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\":1}"}}]}}]}"#,
+                &mut |_: &str| {},
+            )
+            .unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::TooLarge);
+    }
+
+    #[test]
+    fn arguments_that_are_not_a_json_object_are_sent_back_as_an_empty_object() {
+        let call = |id: &str, arguments: &str| ToolCall {
+            id: id.into(),
+            name: "f".into(),
+            arguments: arguments.into(),
+        };
+        let request = ChatRequest {
+            messages: vec![Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![
+                    call("ok", r#"{"a": 1}"#),
+                    call("cut", r#"{"a"#),
+                    call("text", "6 * 7"),
+                    call("array", "[1]"),
+                ],
+            }],
+            ..ChatRequest::default()
+        };
+        let body = request_body(&config(false), &request);
+        let sent: Vec<&str> = (body["messages"][0]["tool_calls"].as_array().unwrap().iter())
+            .map(|c| c["function"]["arguments"].as_str().unwrap())
+            .collect();
+        assert_eq!(sent, [r#"{"a": 1}"#, "{}", "{}", "{}"]);
     }
 
     #[test]
