@@ -450,3 +450,46 @@ async fn turns_lists_a_session_with_its_sub_agents_under_their_parent() {
         (1, "error: session 'nope' has no recorded turns")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn base_url_applies_to_anthropic_candidates_and_a_mixed_chain_is_refused() {
+    let dir = PluginDir::new();
+    let fake = FakeModel::start([Reply::text("From the Anthropic format.")]).await;
+    let url = fake.anthropic_base_url();
+    let home = dir.scratch("home");
+    let env = [("ANTHROPIC_API_KEY", "k")];
+    let args = [
+        "run",
+        "--model",
+        "anthropic:c",
+        "--base-url",
+        &url,
+        "-m",
+        "hi",
+    ];
+    let (code, out, err) = wasmclaw(&home, &env, &args).await;
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (0, "From the Anthropic format.\n", "")
+    );
+    assert_eq!(fake.requests()[0].path, "/v1/messages");
+
+    let mixed = [
+        "run",
+        "--model",
+        "openai:m,anthropic:c",
+        "--base-url",
+        &url,
+        "-m",
+        "hi",
+    ];
+    let (code, out, err) = wasmclaw(&home, &env, &mixed).await;
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        "error: --base-url names one server, but the chain mixes openai: and anthropic: candidates, \
+         whose URLs differ (OpenAI's ends with /v1, Anthropic's does not); set OPENAI_BASE_URL and \
+         ANTHROPIC_BASE_URL instead\n"
+    );
+    assert_eq!(fake.requests().len(), 1);
+}
