@@ -30,7 +30,8 @@ pub struct Refusals {
 struct State {
     /// Refusals per (tool, arguments as canonical JSON).
     counts: HashMap<(String, String), u32>,
-    /// The call refused most often, and how: for the turn's reason.
+    /// The call refused most often (as the model last wrote it), and how:
+    /// for the turn's reason.
     worst: Option<Worst>,
 }
 
@@ -112,7 +113,12 @@ fn sort_keys(value: Value) -> Value {
         Value::Object(map) => {
             let mut entries: Vec<(String, Value)> = map.into_iter().collect();
             entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k, sort_keys(v))).collect())
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sort_keys(v)))
+                    .collect(),
+            )
         }
         Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
         other => other,
@@ -150,7 +156,7 @@ mod tests {
         assert_eq!(
             refusals.exceeded(2).as_deref(),
             Some(
-                r#"the model made the same refused call 2 times (the limit is 2): calculate {"a":1,"b":2} was refused with: error (invalid-input): bad"#
+                r#"the model made the same refused call 2 times (the limit is 2): calculate { "b": 2, "a": 1 } was refused with: error (invalid-input): bad"#
             )
         );
         assert_eq!(refusals.exceeded(3), None);

@@ -164,12 +164,7 @@ pub async fn run_all<'a>(turn: &'a Turn, calls: &'a [ToolCall]) -> Vec<Message> 
     results
 }
 
-async fn run_one(
-    parent: &Parent,
-    call: &ToolCall,
-    end: &EndOnce,
-    refusals: &Refusals,
-) -> Message {
+async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce, refusals: &Refusals) -> Message {
     let started = Instant::now();
     let result = call_with_hooks(parent, call).await;
     let duration_ms = millis(started.elapsed());

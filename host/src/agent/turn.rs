@@ -269,7 +269,9 @@ impl Turn {
             let request = hooks.before_llm(&self.hook_scope(), request).await?;
             let (reply, model) = match self.call(&hooks, &request).await? {
                 Asked::Reply { response, model } => (response, model),
-                Asked::Dropped { partial } => return Ok(self.dropped(partial, messages, turn_start)),
+                Asked::Dropped { partial } => {
+                    return Ok(self.dropped(partial, messages, turn_start));
+                }
             };
             let reply = match no_answer::problem(&reply, last) {
                 None => reply,
@@ -286,7 +288,7 @@ impl Turn {
                         iteration: self.iterations,
                         model: model.clone(),
                         attempt: 1,
-                        error: format!("{problem}; asking once more without tools"),
+                        error: format!("no answer: {problem}; asking once more without tools"),
                         next_model: model,
                         delay_ms: 0,
                         discard_partial: !reply.text.is_empty(),
@@ -334,7 +336,10 @@ impl Turn {
             }
             let results = super::tools::run_all(self, &tool_calls).await;
             messages.extend(results);
-            if let Some(reason) = self.refusals.exceeded(self.agent.config.max_repeated_refusals) {
+            if let Some(reason) = self
+                .refusals
+                .exceeded(self.agent.config.max_repeated_refusals)
+            {
                 return Err(Failure::Error(reason));
             }
         }

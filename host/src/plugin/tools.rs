@@ -165,7 +165,11 @@ fn not_arguments(tool: &str, unexpected: &[String], top: bool) -> String {
         _ => (names.join(", "), "are"),
     };
     let mut text = if top {
-        let noun = if unexpected.len() == 1 { "an argument" } else { "arguments" };
+        let noun = if unexpected.len() == 1 {
+            "an argument"
+        } else {
+            "arguments"
+        };
         format!("{names} {verb} not {noun} of {tool}")
     } else {
         format!("{names} {verb} not allowed here")
@@ -179,7 +183,11 @@ fn not_arguments(tool: &str, unexpected: &[String], top: bool) -> String {
         text.push_str(&format!(
             " ({} {} the schema's own rules, not values to send)",
             keywords.join(", "),
-            if keywords.len() == 1 { "is one of" } else { "are" }
+            if keywords.len() == 1 {
+                "is one of"
+            } else {
+                "are"
+            }
         ));
     }
     text
@@ -284,7 +292,8 @@ mod tests {
         add.check_arguments(r#"{"a":1,"b":2}"#).unwrap();
         let err = add.check_arguments(r#"{"a":"one","b":2}"#).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidInput);
-        let expected = r#"; expected {"a": integer, "b": integer} (required: a, b; no other properties)"#;
+        let expected =
+            r#"; expected {"a": integer, "b": integer} (required: a, b; no other properties)"#;
         assert_eq!(
             err.message,
             format!(r#"invalid arguments for add: /a: "one" is not of type "integer"{expected}"#)

@@ -416,7 +416,10 @@ async fn stream(
             } => text.discard(),
             // The reply's text is good: the turn goes on from it.
             EventBody::LlmRequest { .. } | EventBody::ToolCallBegin { .. } => {
-                chunks.extend(text.release().map(|t| reply.chunk(json!({ "content": t }), None)));
+                chunks.extend(
+                    text.release()
+                        .map(|t| reply.chunk(json!({ "content": t }), None)),
+                );
             }
             EventBody::TurnEnd {
                 status,
@@ -432,10 +435,14 @@ async fn stream(
                     chunks.push(reply.event(body));
                 } else {
                     // A provider that does not stream gave no deltas.
-                    if let Some(answer) = answer.as_ref().filter(|a| !text.held() && !a.is_empty()) {
+                    if let Some(answer) = answer.as_ref().filter(|a| !text.held() && !a.is_empty())
+                    {
                         text.hold(answer);
                     }
-                    chunks.extend(text.release().map(|t| reply.chunk(json!({ "content": t }), None)));
+                    chunks.extend(
+                        text.release()
+                            .map(|t| reply.chunk(json!({ "content": t }), None)),
+                    );
                     chunks.push(reply.chunk(json!({}), Some("stop")));
                     if include_usage {
                         chunks.push(reply.usage_chunk(*usage));

@@ -32,7 +32,10 @@ use crate::protocol::{EventBody, ToolCallInfo};
 /// What became of a model call.
 pub(super) enum Asked {
     /// The reply, and the candidate that gave it (`provider:model`).
-    Reply { response: ChatResponse, model: String },
+    Reply {
+        response: ChatResponse,
+        model: String,
+    },
     /// A graceful interrupt dropped the call: the text its attempt had
     /// streamed (the text of failed attempts is void).
     Dropped { partial: String },

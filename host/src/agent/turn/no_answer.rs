@@ -22,12 +22,12 @@ pub(super) fn problem(reply: &ChatResponse, last: bool) -> Option<String> {
     if last && !reply.tool_calls.is_empty() {
         let names: Vec<&str> = reply.tool_calls.iter().map(|c| c.name.as_str()).collect();
         return Some(format!(
-            "the model asked for tools ({}) on the turn's last call, which allows none",
+            "it asked for tools ({}) on the turn's last call, which allows none",
             names.join(", ")
         ));
     }
     if reply.tool_calls.is_empty() && reply.text.trim().is_empty() {
-        return Some("the model's reply was empty".to_string());
+        return Some("its reply was empty".to_string());
     }
     None
 }
@@ -35,7 +35,7 @@ pub(super) fn problem(reply: &ChatResponse, last: bool) -> Option<String> {
 /// The reason of a turn whose retry without tools gave no text either.
 pub(super) fn failure(problem: &str) -> String {
     format!(
-        "the model gave no answer: {problem}, and asked once more without tools it gave no text either"
+        "the model gave no answer: {problem}, and asked once more without tools, it gave no text either"
     )
 }
 
@@ -109,11 +109,11 @@ mod tests {
         assert_eq!(problem(&reply("", &["add"]), false), None);
         assert_eq!(
             problem(&reply(" \n", &[]), false).as_deref(),
-            Some("the model's reply was empty")
+            Some("its reply was empty")
         );
         assert_eq!(
             problem(&reply("Let me add.", &["add", "sub"]), true).as_deref(),
-            Some("the model asked for tools (add, sub) on the turn's last call, which allows none")
+            Some("it asked for tools (add, sub) on the turn's last call, which allows none")
         );
     }
 
@@ -161,7 +161,10 @@ mod tests {
         let retry = without_tools(&request);
         assert!(retry.tools.is_empty());
         assert_eq!(retry.tool_choice, ToolChoice::Auto);
-        assert_eq!((retry.max_tokens, retry.model.as_deref()), (Some(100), Some("small")));
+        assert_eq!(
+            (retry.max_tokens, retry.model.as_deref()),
+            (Some(100), Some("small"))
+        );
         let assistant = |content: &str| Message::Assistant {
             content: content.into(),
             tool_calls: vec![],
