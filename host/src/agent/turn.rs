@@ -16,9 +16,14 @@
 //! call that has not started when steering or a graceful interrupt arrives is
 //! skipped, and its result says why; a final answer given while steering is
 //! pending does not end the turn. After a graceful interrupt the next model
-//! call is the last, without tools (reason `interrupted`); a hard interrupt
-//! drops whatever the turn is waiting for (the model's reply, running tool
-//! calls) and ends it `aborted`.
+//! call is the last, without tools (reason `interrupted`), and a model call
+//! in flight is wound down (see `turn/model_call.rs`); a hard interrupt drops
+//! whatever the turn is waiting for (the model's reply, running tool calls)
+//! and ends it `aborted`.
+//!
+//! A completed turn has an answer: a reply without text is asked once more
+//! without tools (see `turn/no_answer.rs`). A model that repeats a refused tool
+//! call ends the turn (see [`super::refusals`]).
 //!
 //! History is written once, when the turn ends: a completed turn appends the
 //! user message and everything after it in one transaction; a turn that ends
@@ -34,9 +39,9 @@ mod model_call;
 mod no_answer;
 
 use crate::bus::Scope;
-use crate::hooks::{HookScope, HookSet};
+use crate::hooks::HookScope;
 use crate::llm::types::ToolChoice;
-use crate::llm::{ChatRequest, Message, ToolCall, ToolDef, Usage};
+use crate::llm::{ChatRequest, Message, ToolDef, Usage};
 use crate::protocol::{EventBody, TurnStatus};
 use crate::store::TurnRecord;
 
@@ -273,40 +278,18 @@ impl Turn {
                     return Ok(self.dropped(partial, messages, turn_start));
                 }
             };
-            let reply = match no_answer::problem(&reply, last) {
-                None => reply,
-                Some(problem) => {
-                    // Offered no tools, the model asked anyway: the history
-                    // keeps no unanswered call.
-                    let reason = if interrupted {
-                        "the user interrupted the turn".to_string()
-                    } else {
-                        format!("the turn reached its limit of {max} iterations")
-                    };
-                    self.skip_calls(&reply.tool_calls, &reason);
-                    self.publish(EventBody::LlmRetry {
-                        iteration: self.iterations,
-                        model: model.clone(),
-                        attempt: 1,
-                        error: format!("no answer: {problem}; asking once more without tools"),
-                        next_model: model,
-                        delay_ms: 0,
-                        discard_partial: !reply.text.is_empty(),
-                    });
-                    let retry = no_answer::without_tools(&request);
-                    let retry = hooks.before_llm(&self.hook_scope(), retry).await?;
-                    let mut reply = match self.call(&hooks, &retry).await? {
-                        Asked::Reply { response, .. } => response,
-                        Asked::Dropped { partial } => {
-                            return Ok(self.dropped(partial, messages, turn_start));
-                        }
-                    };
-                    self.skip_calls(&reply.tool_calls, no_answer::NO_TOOLS_OFFERED);
-                    reply.tool_calls.clear();
-                    if reply.text.trim().is_empty() {
-                        return Err(Failure::Error(no_answer::failure(&problem)));
-                    }
-                    reply
+            let skip_reason = if interrupted {
+                "the user interrupted the turn".to_string()
+            } else {
+                format!("the turn reached its limit of {max} iterations")
+            };
+            let reply = match self
+                .insist_on_answer(&hooks, &request, (reply, model), last, &skip_reason)
+                .await?
+            {
+                Asked::Reply { response, .. } => response,
+                Asked::Dropped { partial } => {
+                    return Ok(self.dropped(partial, messages, turn_start));
                 }
             };
             let tool_calls = reply.tool_calls;
@@ -342,36 +325,6 @@ impl Turn {
             {
                 return Err(Failure::Error(reason));
             }
-        }
-    }
-
-    /// `before-llm` hooks done: the model call, the `after-llm` hooks and the
-    /// token budget.
-    async fn call(&mut self, hooks: &HookSet, request: &ChatRequest) -> Result<Asked, Failure> {
-        let (response, model) = match self.ask(request).await? {
-            Asked::Reply { response, model } => (response, model),
-            dropped => return Ok(dropped),
-        };
-        let response = hooks.after_llm(&self.hook_scope(), response).await?;
-        if let Some(budget) = self.spec.token_budget {
-            let used = self.usage.input_tokens + self.usage.output_tokens;
-            if used > budget {
-                return Err(Failure::BudgetExceeded(format!(
-                    "used {used} tokens, over its budget of {budget}"
-                )));
-            }
-        }
-        Ok(Asked::Reply { response, model })
-    }
-
-    /// Tool calls the turn will not run: one `tool_call_skipped` each.
-    fn skip_calls(&self, calls: &[ToolCall], reason: &str) {
-        for call in calls {
-            self.publish(EventBody::ToolCallSkipped {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                reason: reason.to_string(),
-            });
         }
     }
 

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::{Turn, millis};
+use super::{Failure, Turn, millis};
+use crate::hooks::HookSet;
 use crate::llm::fallback::Progress;
 use crate::llm::{ChatRequest, ChatResponse};
 use crate::protocol::{EventBody, ToolCallInfo};
@@ -54,6 +55,29 @@ struct Attempt {
 }
 
 impl Turn {
+    /// `before-llm` hooks done: the model call, the `after-llm` hooks and the
+    /// token budget.
+    pub(super) async fn call(
+        &mut self,
+        hooks: &HookSet,
+        request: &ChatRequest,
+    ) -> Result<Asked, Failure> {
+        let (response, model) = match self.ask(request).await? {
+            Asked::Reply { response, model } => (response, model),
+            dropped => return Ok(dropped),
+        };
+        let response = hooks.after_llm(&self.hook_scope(), response).await?;
+        if let Some(budget) = self.spec.token_budget {
+            let used = self.usage.input_tokens + self.usage.output_tokens;
+            if used > budget {
+                return Err(Failure::BudgetExceeded(format!(
+                    "used {used} tokens, over its budget of {budget}"
+                )));
+            }
+        }
+        Ok(Asked::Reply { response, model })
+    }
+
     /// One model call through the chain, with its events; wound down after a
     /// graceful interrupt (see the module's doc).
     pub(super) async fn ask(&mut self, request: &ChatRequest) -> Result<Asked, String> {

@@ -11,14 +11,78 @@
 //! the providers' own shapes (Anthropic refuses `tool_use` blocks without
 //! tools), so the retry shows the turn's tool rounds to the model as text.
 
-use crate::llm::{ChatRequest, ChatResponse, Message};
+use super::model_call::Asked;
+use super::{Failure, Turn};
+use crate::hooks::HookSet;
+use crate::llm::{ChatRequest, ChatResponse, Message, ToolCall};
+use crate::protocol::EventBody;
+
+impl Turn {
+    /// `reply` (from `model`, to `request`), or, when it is no answer, the
+    /// reply to the same request without tools. The first reply's tool
+    /// calls are skipped for `skip_reason`.
+    pub(super) async fn insist_on_answer(
+        &mut self,
+        hooks: &HookSet,
+        request: &ChatRequest,
+        (reply, model): (ChatResponse, String),
+        last: bool,
+        skip_reason: &str,
+    ) -> Result<Asked, Failure> {
+        let Some(problem) = problem(&reply, last) else {
+            return Ok(Asked::Reply {
+                response: reply,
+                model,
+            });
+        };
+        // Offered no tools, the model asked anyway: the history keeps no
+        // unanswered call.
+        self.skip_calls(&reply.tool_calls, skip_reason);
+        self.publish(EventBody::LlmRetry {
+            iteration: self.iterations,
+            model: model.clone(),
+            attempt: 1,
+            error: format!("no answer: {problem}; asking once more without tools"),
+            next_model: model,
+            delay_ms: 0,
+            discard_partial: !reply.text.is_empty(),
+        });
+        let retry = hooks
+            .before_llm(&self.hook_scope(), without_tools(request))
+            .await?;
+        let (mut reply, model) = match self.call(hooks, &retry).await? {
+            Asked::Reply { response, model } => (response, model),
+            dropped => return Ok(dropped),
+        };
+        self.skip_calls(&reply.tool_calls, NO_TOOLS_OFFERED);
+        reply.tool_calls.clear();
+        if reply.text.trim().is_empty() {
+            return Err(Failure::Error(failure(&problem)));
+        }
+        Ok(Asked::Reply {
+            response: reply,
+            model,
+        })
+    }
+
+    /// Tool calls the turn will not run: one `tool_call_skipped` each.
+    fn skip_calls(&self, calls: &[ToolCall], reason: &str) {
+        for call in calls {
+            self.publish(EventBody::ToolCallSkipped {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                reason: reason.to_string(),
+            });
+        }
+    }
+}
 
 /// The reason given for tool calls in a reply to a request without tools.
-pub(super) const NO_TOOLS_OFFERED: &str = "no tools were offered for this call";
+const NO_TOOLS_OFFERED: &str = "no tools were offered for this call";
 
 /// Why `reply` cannot end the turn, if it cannot: `last` is the turn's last
 /// allowed call.
-pub(super) fn problem(reply: &ChatResponse, last: bool) -> Option<String> {
+fn problem(reply: &ChatResponse, last: bool) -> Option<String> {
     if last && !reply.tool_calls.is_empty() {
         let names: Vec<&str> = reply.tool_calls.iter().map(|c| c.name.as_str()).collect();
         return Some(format!(
@@ -33,14 +97,14 @@ pub(super) fn problem(reply: &ChatResponse, last: bool) -> Option<String> {
 }
 
 /// The reason of a turn whose retry without tools gave no text either.
-pub(super) fn failure(problem: &str) -> String {
+fn failure(problem: &str) -> String {
     format!(
         "the model gave no answer: {problem}, and asked once more without tools, it gave no text either"
     )
 }
 
 /// `request` with no tools declared, and its tool rounds as text.
-pub(super) fn without_tools(request: &ChatRequest) -> ChatRequest {
+fn without_tools(request: &ChatRequest) -> ChatRequest {
     let messages = request
         .messages
         .iter()
@@ -85,7 +149,7 @@ pub(super) fn without_tools(request: &ChatRequest) -> ChatRequest {
 mod tests {
     use super::*;
     use crate::llm::types::ToolChoice;
-    use crate::llm::{FinishReason, ToolCall, ToolDef, Usage};
+    use crate::llm::{FinishReason, ToolDef, Usage};
 
     fn reply(text: &str, tools: &[&str]) -> ChatResponse {
         ChatResponse {
