@@ -97,3 +97,36 @@ async fn the_same_refused_call_three_times_ends_the_turn() {
         assert_eq!(agent.store().history("s").await.unwrap(), [], "{wire}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_number_of_identical_refusals_is_configurable() {
+    let dir = PluginDir::new();
+    dir.add("calculator");
+    let fake = fake_model(|_, _| Reply::tool("c1", "calculate", json!({"expr": "1 + 1"}))).await;
+    let config = AgentConfig {
+        max_repeated_refusals: 2,
+        ..AgentConfig::default()
+    };
+    let store = Store::open_in_memory().unwrap();
+    let (agent, _sub) = agent_with(
+        dir.load().await,
+        vec![openai(&fake, "m", false)],
+        store,
+        config,
+    );
+    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "1 + 1?"))
+        .await
+        .unwrap();
+    let refused = r#"error (invalid-input): invalid arguments for calculate: "expr" is not an argument of calculate; "expression" is a required property; expected {"expression": string} (required: expression; no other properties)"#;
+    assert_eq!(
+        (outcome.status, outcome.reason, outcome.iterations),
+        (
+            TurnStatus::Error,
+            format!(
+                r#"the model made the same refused call 2 times (the limit is 2): calculate {{"expr":"1 + 1"}} was refused with: {refused}"#
+            ),
+            2
+        )
+    );
+    assert_eq!(fake.requests().len(), 2);
+}
