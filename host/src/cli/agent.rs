@@ -1,5 +1,6 @@
 //! `wasmclaw run` and `wasmclaw chat`: turns from the command line.
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -174,11 +175,14 @@ pub async fn run(
                 interrupts += 1;
                 let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
                 let target = Target::Turn(turn_id.clone());
-                match scheduler.submit(Op::Interrupt { target, mode }) {
-                    Ok(_) if mode == InterruptMode::Graceful => eprintln!("{WINDING_DOWN}"),
-                    Ok(_) => eprintln!("stopping the turn"),
-                    Err(refused) => tracing::warn!("{refused}"),
-                }
+                let note = match scheduler.submit(Op::Interrupt { target, mode }) {
+                    Ok(_) if mode == InterruptMode::Graceful => WINDING_DOWN.to_string(),
+                    Ok(_) => "stopping the turn".to_string(),
+                    Err(refused) => refused.to_string(),
+                };
+                // Not `eprintln!`: a note that cannot be written must not
+                // end the run.
+                let _ = writeln!(std::io::stderr(), "{note}");
             }
         }
     }
