@@ -137,7 +137,7 @@ impl Cli {
 }
 
 /// The runtime as the binary uses it: cache under the home folder, cache
-/// misses compiled in a child process.
+/// misses compiled in a child process, the home out of every grant's reach.
 pub fn runtime(home: &Home) -> Result<Runtime> {
     let compiler = match std::env::current_exe() {
         Ok(exe) => Compiler::Subprocess(exe),
@@ -148,8 +148,27 @@ pub fn runtime(home: &Home) -> Result<Runtime> {
         cache_dir: Some(home.cache_dir()),
         compiler,
         secrets: Arc::new(secrets),
+        protected: home.protected(),
         ..RuntimeConfig::default()
     })
+}
+
+/// Makes a write to a closed pipe (`wasmclaw plugins list | head`) end the
+/// process quietly, with success: the reader has taken what it wanted. Every
+/// `print!`, `println!` and `eprintln!` of the command line reports such a
+/// write by panicking with "failed printing to stdout: Broken pipe"; this
+/// hook, installed once at the start, turns that panic into an exit, for
+/// every output path at once, and leaves every other panic to the default
+/// hook.
+pub fn exit_quietly_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or_default();
+        if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// Log to stderr; plugin output is at info under the `plugin` target.

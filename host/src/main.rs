@@ -1,6 +1,7 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    wasmclaw::cli::exit_quietly_on_broken_pipe();
     let cli = wasmclaw::cli::Cli::parse();
     wasmclaw::cli::init_tracing(cli.verbose);
     let runtime = tokio::runtime::Builder::new_multi_thread()

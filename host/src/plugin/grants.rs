@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::hook_settings::{FailMode, HookSettings, HookSettingsToml};
 use super::network::{CredentialToml, NetworkGrant, NetworkToml};
+use super::protected::{Protected, overlap};
 use super::secrets::Secrets;
 
 /// The largest memory limit a grant may ask for. The pooling allocator reserves
@@ -179,11 +180,12 @@ impl Grants {
 
     /// Reads the sidecar of `wasm`; no sidecar means no capabilities.
     /// Errors name the file, the field and what was expected. No directory
-    /// grant may overlap `protected` (the host's own folders: a plugin that
-    /// could write there could grant itself anything).
+    /// grant may overlap `protected` (the host's own paths: a plugin that
+    /// could read or write there could read the operator's secrets or grant
+    /// itself anything), whether or not they exist yet.
     pub fn for_plugin(
         wasm: &Path,
-        protected: &[PathBuf],
+        protected: &[Protected],
         secrets: &Secrets,
     ) -> Result<Grants, String> {
         let sidecar = Self::sidecar_of(wasm);
@@ -199,7 +201,7 @@ impl Grants {
     pub fn parse(
         text: &str,
         file: &Path,
-        protected: &[PathBuf],
+        protected: &[Protected],
         secrets: &Secrets,
     ) -> Result<Grants, String> {
         let at = |msg: String| format!("{}: {msg}", file.display());
@@ -207,19 +209,7 @@ impl Grants {
         let base = file.parent().unwrap_or(Path::new("."));
 
         for name in &toml.env {
-            if name.is_empty() || name.contains('=') || name.contains('\0') {
-                return Err(at(format!(
-                    "env: {name:?} is not an environment variable name"
-                )));
-            }
-            if name
-                .to_ascii_uppercase()
-                .starts_with(super::secrets::ENV_PREFIX)
-            {
-                return Err(at(format!(
-                    "env: {name:?} holds a secret, which a plugin never gets; name it in [[credentials]] instead"
-                )));
-            }
+            check_env_name(name).map_err(|e| at(format!("env: {e}")))?;
         }
 
         let mut dirs = Vec::new();
@@ -245,16 +235,12 @@ impl Grants {
                     host.display()
                 )));
             }
-            let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
-            for own in protected.iter().filter_map(|p| p.canonicalize().ok()) {
-                if overlaps(&host, &own) {
-                    return Err(at(format!(
-                        "{field}.host: {} overlaps wasmclaw's own folder {}; grant a directory outside it",
-                        host.display(),
-                        own.display()
-                    )));
-                }
+            if let Some(why) = overlap(&host, protected) {
+                return Err(at(format!(
+                    "{field}.host: {why}; grant a directory outside it"
+                )));
             }
+            let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
             if let Some((j, other)) = dirs
                 .iter()
                 .enumerate()
@@ -328,6 +314,34 @@ fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
     })
 }
 
+/// An environment variable a plugin may be given: not one of the host's
+/// own (its settings, the providers' keys and URLs, the secrets), whose
+/// values a plugin must never read. Names are compared in upper case.
+fn check_env_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.contains('=') || name.contains('\0') {
+        return Err(format!("{name:?} is not an environment variable name"));
+    }
+    let upper = name.to_ascii_uppercase();
+    if upper.starts_with(super::secrets::ENV_PREFIX) {
+        return Err(format!(
+            "{name:?} holds a secret, which a plugin never gets; name it in [[credentials]] instead"
+        ));
+    }
+    let own = if upper.starts_with(crate::home::ENV_PREFIX) {
+        Some("one of wasmclaw's own settings")
+    } else if crate::llm::PROVIDER_ENV.contains(&upper.as_str()) {
+        Some("the host's model provider setting")
+    } else {
+        None
+    };
+    match own {
+        Some(what) => Err(format!(
+            "{name:?} is {what}, which a plugin never gets; to let the plugin call an API with a key, put the key in a secret and name it in [[credentials]] instead"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `~/x` is under the user's home; a relative path is under `base`.
 fn expand_path(path: &str, base: &Path) -> PathBuf {
     if let Some(rest) = path.strip_prefix("~/")
@@ -386,14 +400,14 @@ mod tests {
         let err = Grants::parse(
             &dir_grant(&data, "/d"),
             Path::new("/p/demo.toml"),
-            std::slice::from_ref(&plugins),
+            &[Protected::plugin_dir(&plugins)],
             &Secrets::default(),
         )
         .unwrap_err();
         assert_eq!(
             err,
             format!(
-                "/p/demo.toml: dirs[0].host: {} overlaps wasmclaw's own folder {}; grant a directory outside it",
+                "/p/demo.toml: dirs[0].host: {} contains the plugin directory ({}): a plugin that reaches it could replace plugins and rewrite their grants; grant a directory outside it",
                 data.display(),
                 plugins.display()
             )
@@ -446,6 +460,27 @@ mod tests {
             err,
             "/plugins/demo.toml: env: \"wasmclaw_secret_github_token\" holds a secret, which a plugin never gets; name it in [[credentials]] instead"
         );
+    }
+
+    #[test]
+    fn the_hosts_own_variables_cannot_be_granted() {
+        let credential = "which a plugin never gets; to let the plugin call an API with a key, put the key in a secret and name it in [[credentials]] instead";
+        for (name, what) in [
+            ("OPENAI_API_KEY", "the host's model provider setting"),
+            ("anthropic_api_key", "the host's model provider setting"),
+            ("OPENAI_BASE_URL", "the host's model provider setting"),
+            ("ANTHROPIC_BASE_URL", "the host's model provider setting"),
+            ("WASMCLAW_API_TOKEN", "one of wasmclaw's own settings"),
+            ("WASMCLAW_HOME", "one of wasmclaw's own settings"),
+            ("WASMCLAW_MODEL", "one of wasmclaw's own settings"),
+        ] {
+            let err = parse(&format!("env = [\"TZ\", \"{name}\"]\n")).unwrap_err();
+            assert_eq!(
+                err,
+                format!("/plugins/demo.toml: env: \"{name}\" is {what}, {credential}")
+            );
+        }
+        assert_eq!(parse("env = [\"TZ\", \"LANG\"]\n").unwrap().env, ["TZ", "LANG"]);
     }
 
     #[test]
