@@ -43,9 +43,14 @@ fn a_fresh_home_and_everything_in_it_or_above_it_is_never_granted() {
     let above = dir.scratch("above").canonicalize().unwrap();
     let home = above.join("home");
     std::fs::create_dir_all(home.join("notes")).unwrap();
-    let why = "it holds the operator's secrets, the session database, the API token and the plugins";
+    let why =
+        "it holds the operator's secrets, the session database, the API token and the plugins";
     let cases = [
-        ("a_home", home.clone(), format!("is wasmclaw's home ({})", home.display())),
+        (
+            "a_home",
+            home.clone(),
+            format!("is wasmclaw's home ({})", home.display()),
+        ),
         (
             "b_inside",
             home.join("notes"),

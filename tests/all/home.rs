@@ -30,7 +30,12 @@ fn command(home: &Path, plugins: &Path) -> tokio::process::Command {
 }
 
 /// `wasmclaw run -m MESSAGE` against `fake`: (exit code, stdout, stderr).
-async fn run(home: &Path, plugins: &Path, fake: &FakeModel, message: &str) -> (i32, String, String) {
+async fn run(
+    home: &Path,
+    plugins: &Path,
+    fake: &FakeModel,
+    message: &str,
+) -> (i32, String, String) {
     let out = command(home, plugins)
         .args(["run", "--model", "openai:m", "--base-url"])
         .arg(fake.openai_base_url())
@@ -96,7 +101,10 @@ async fn a_second_process_on_a_home_in_use_fails_at_once_naming_the_holder() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let status = tokio::time::timeout(LIMIT, serve.wait()).await.unwrap().unwrap();
+    let status = tokio::time::timeout(LIMIT, serve.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success(), "{status}");
     let (code, out, err) = run(&home, &dir.path(), &fake, "after").await;
     assert_eq!((code, out.as_str()), (0, "after serve\n"), "{err}");
@@ -113,7 +121,12 @@ async fn the_session_store_and_the_lock_are_the_owners_only() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_file())
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), mode(&p)))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                mode(&p),
+            )
+        })
         .collect();
     modes.sort();
     // Whatever SQLite left beside the database (its write-ahead log and
@@ -147,7 +160,10 @@ fn output_to_a_closed_pipe_ends_the_command_quietly() {
             .output()
             .unwrap();
         assert_eq!(
-            (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).as_ref()
+            ),
             (Some(0), ""),
             "{args:?}"
         );

@@ -24,11 +24,15 @@ struct RawServer {
 
 fn answer_head(path: &str) -> &'static str {
     match path {
-        "/plain" => "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nTransfer-Encoding: chunked\r\n",
+        "/plain" => {
+            "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nTransfer-Encoding: chunked\r\n"
+        }
         "/two-lines" => {
             "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
         }
-        "/list" => "HTTP/1.1 200 OK\r\nContent-Encoding: identity, br\r\nTransfer-Encoding: chunked\r\n",
+        "/list" => {
+            "HTTP/1.1 200 OK\r\nContent-Encoding: identity, br\r\nTransfer-Encoding: chunked\r\n"
+        }
         "/transfer" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n",
         "/partial" => {
             "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nTransfer-Encoding: chunked\r\n"
@@ -124,10 +128,16 @@ async fn an_answer_the_scrub_cannot_read_is_refused_when_a_credential_was_added(
     .await
     .unwrap();
     let body = plain["body"].as_str().unwrap();
-    assert!(body.contains("authorization: Bearer [REDACTED]\r\n"), "{body}");
+    assert!(
+        body.contains("authorization: Bearer [REDACTED]\r\n"),
+        "{body}"
+    );
     assert!(!plain.to_string().contains(SECRET));
     let sent = s.requests.lock().unwrap()[0].clone();
-    assert!(sent.contains(&format!("authorization: Bearer {SECRET}\r\n")), "{sent}");
+    assert!(
+        sent.contains(&format!("authorization: Bearer {SECRET}\r\n")),
+        "{sent}"
+    );
     assert!(!sent.to_ascii_lowercase().contains("\r\nte:"), "{sent}");
 
     for (path, why) in [
@@ -136,7 +146,9 @@ async fn an_answer_the_scrub_cannot_read_is_refused_when_a_credential_was_added(
         ("/transfer", "encoded (transfer-encoding: gzip, chunked)"),
         ("/partial", "partial (206 Partial Content)"),
     ] {
-        let err = fetch(&plugins, json!({"url": url(path)})).await.unwrap_err();
+        let err = fetch(&plugins, json!({"url": url(path)}))
+            .await
+            .unwrap_err();
         assert_eq!(
             err,
             (

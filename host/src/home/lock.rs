@@ -104,7 +104,10 @@ mod tests {
         drop(first);
         let _again = HomeLock::acquire(&home).unwrap();
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(home.join("lock")).unwrap().permissions().mode();
+        let mode = std::fs::metadata(home.join("lock"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
 }

@@ -480,7 +480,10 @@ mod tests {
                 format!("/plugins/demo.toml: env: \"{name}\" is {what}, {credential}")
             );
         }
-        assert_eq!(parse("env = [\"TZ\", \"LANG\"]\n").unwrap().env, ["TZ", "LANG"]);
+        assert_eq!(
+            parse("env = [\"TZ\", \"LANG\"]\n").unwrap().env,
+            ["TZ", "LANG"]
+        );
     }
 
     #[test]

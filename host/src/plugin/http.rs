@@ -297,7 +297,12 @@ fn not_plain(status: http::StatusCode, headers: &http::HeaderMap) -> Option<Stri
         let all: Vec<String> = headers
             .get_all(name)
             .iter()
-            .flat_map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned().split(',').map(|c| c.trim().to_ascii_lowercase()).collect::<Vec<_>>())
+            .flat_map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .split(',')
+                    .map(|c| c.trim().to_ascii_lowercase())
+                    .collect::<Vec<_>>()
+            })
             .filter(|c| !c.is_empty())
             .collect();
         all.iter()
@@ -307,7 +312,8 @@ fn not_plain(status: http::StatusCode, headers: &http::HeaderMap) -> Option<Stri
     codings(&http::header::CONTENT_ENCODING, &["identity"])
         .or_else(|| codings(&http::header::TRANSFER_ENCODING, &["chunked", "identity"]))
         .or_else(|| {
-            (status == http::StatusCode::PARTIAL_CONTENT).then(|| "partial (206 Partial Content)".to_string())
+            (status == http::StatusCode::PARTIAL_CONTENT)
+                .then(|| "partial (206 Partial Content)".to_string())
         })
 }
 
@@ -371,7 +377,10 @@ mod tests {
         assert_eq!(check(&[("content-encoding", "identity")]), None);
         assert_eq!(check(&[("transfer-encoding", "chunked")]), None);
         assert_eq!(
-            check(&[("content-encoding", "identity"), ("content-encoding", "gzip")]),
+            check(&[
+                ("content-encoding", "identity"),
+                ("content-encoding", "gzip")
+            ]),
             Some("encoded (content-encoding: identity, gzip)".into())
         );
         assert_eq!(

@@ -152,7 +152,11 @@ mod tests {
         );
         assert_eq!(overlap(&home.join("sub"), &protected), None);
         let protected = [Protected::new(&home, "wasmclaw's home", "why")];
-        assert!(overlap(&home, &protected).unwrap().contains(" is wasmclaw's home "));
+        assert!(
+            overlap(&home, &protected)
+                .unwrap()
+                .contains(" is wasmclaw's home ")
+        );
         assert!(
             overlap(&home.join("sub"), &protected)
                 .unwrap()

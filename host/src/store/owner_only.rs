@@ -68,7 +68,12 @@ mod tests {
         store.append_events(&[delta(1, Some("s"))]).await.unwrap();
         let modes: Vec<(String, u32)> = files(&db)
             .iter()
-            .map(|f| (f.file_name().unwrap().to_string_lossy().into_owned(), mode(f)))
+            .map(|f| {
+                (
+                    f.file_name().unwrap().to_string_lossy().into_owned(),
+                    mode(f),
+                )
+            })
             .collect();
         assert_eq!(
             modes,
