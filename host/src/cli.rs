@@ -29,7 +29,7 @@ use crate::plugin::{Runtime, RuntimeConfig};
 )]
 pub struct Cli {
     /// wasmclaw's folder (plugins, cache); default ~/.wasmclaw.
-    #[arg(long, global = true, env = "WASMCLAW_HOME", value_name = "DIR")]
+    #[arg(long, global = true, env = crate::home::HOME_VAR, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// The plugin directory; default HOME/plugins.
     #[arg(long, global = true, value_name = "DIR")]
@@ -185,4 +185,45 @@ pub fn init_tracing(verbose: u8) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clap::CommandFactory;
+
+    use super::*;
+    use crate::plugin::Grants;
+
+    fn env_vars(command: &clap::Command, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            out.extend(arg.get_env().map(|v| v.to_string_lossy().into_owned()));
+        }
+        for sub in command.get_subcommands() {
+            env_vars(sub, out);
+        }
+    }
+
+    /// Every variable the command line and the providers read is one that no
+    /// grant may pass to a plugin: a new one cannot be missed.
+    #[test]
+    fn no_grant_may_pass_a_variable_the_host_reads() {
+        let mut names = Vec::new();
+        env_vars(&Cli::command(), &mut names);
+        names.extend(crate::llm::PROVIDER_ENV.map(String::from));
+        for expected in ["WASMCLAW_HOME", "WASMCLAW_MODEL", "WASMCLAW_API_TOKEN"] {
+            assert!(names.iter().any(|n| n == expected), "{names:?}");
+        }
+        for name in names {
+            let err = Grants::parse(
+                &format!("env = [{name:?}]\n"),
+                Path::new("/p/x.toml"),
+                &[],
+                &Secrets::default(),
+            )
+            .unwrap_err();
+            assert!(err.contains("which a plugin never gets"), "{name}: {err}");
+        }
+    }
 }
