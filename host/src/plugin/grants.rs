@@ -209,7 +209,7 @@ impl Grants {
         let base = file.parent().unwrap_or(Path::new("."));
 
         for name in &toml.env {
-            check_env_name(name).map_err(|e| at(format!("env: {e}")))?;
+            super::env_grant::check(name).map_err(|e| at(format!("env: {e}")))?;
         }
 
         let mut dirs = Vec::new();
@@ -312,34 +312,6 @@ fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
             None => d.log_lines,
         },
     })
-}
-
-/// An environment variable a plugin may be given: not one of the host's
-/// own (its settings, the providers' keys and URLs, the secrets), whose
-/// values a plugin must never read. Names are compared in upper case.
-fn check_env_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.contains('=') || name.contains('\0') {
-        return Err(format!("{name:?} is not an environment variable name"));
-    }
-    let upper = name.to_ascii_uppercase();
-    if upper.starts_with(super::secrets::ENV_PREFIX) {
-        return Err(format!(
-            "{name:?} holds a secret, which a plugin never gets; name it in [[credentials]] instead"
-        ));
-    }
-    let own = if upper.starts_with(crate::home::ENV_PREFIX) {
-        Some("one of wasmclaw's own settings")
-    } else if crate::llm::PROVIDER_ENV.contains(&upper.as_str()) {
-        Some("the host's model provider setting")
-    } else {
-        None
-    };
-    match own {
-        Some(what) => Err(format!(
-            "{name:?} is {what}, which a plugin never gets; to let the plugin call an API with a key, put the key in a secret and name it in [[credentials]] instead"
-        )),
-        None => Ok(()),
-    }
 }
 
 /// `~/x` is under the user's home; a relative path is under `base`.
@@ -459,30 +431,6 @@ mod tests {
         assert_eq!(
             err,
             "/plugins/demo.toml: env: \"wasmclaw_secret_github_token\" holds a secret, which a plugin never gets; name it in [[credentials]] instead"
-        );
-    }
-
-    #[test]
-    fn the_hosts_own_variables_cannot_be_granted() {
-        let credential = "which a plugin never gets; to let the plugin call an API with a key, put the key in a secret and name it in [[credentials]] instead";
-        for (name, what) in [
-            ("OPENAI_API_KEY", "the host's model provider setting"),
-            ("anthropic_api_key", "the host's model provider setting"),
-            ("OPENAI_BASE_URL", "the host's model provider setting"),
-            ("ANTHROPIC_BASE_URL", "the host's model provider setting"),
-            ("WASMCLAW_API_TOKEN", "one of wasmclaw's own settings"),
-            ("WASMCLAW_HOME", "one of wasmclaw's own settings"),
-            ("WASMCLAW_MODEL", "one of wasmclaw's own settings"),
-        ] {
-            let err = parse(&format!("env = [\"TZ\", \"{name}\"]\n")).unwrap_err();
-            assert_eq!(
-                err,
-                format!("/plugins/demo.toml: env: \"{name}\" is {what}, {credential}")
-            );
-        }
-        assert_eq!(
-            parse("env = [\"TZ\", \"LANG\"]\n").unwrap().env,
-            ["TZ", "LANG"]
         );
     }
 
