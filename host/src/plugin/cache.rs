@@ -166,6 +166,9 @@ fn compile_in_child(exe: &Path, bytes: &[u8], out: &Path, limits: &LoadLimits) -
         .arg(limits.compile_memory_bytes.to_string())
         .arg("--max-input-bytes")
         .arg(limits.max_file_bytes.to_string())
+        // A backtrace is symbolized in memory the child may not have left.
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LIB_BACKTRACE", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -224,10 +227,13 @@ fn child_failure(status: Option<ExitStatus>, stderr: &str, limits: &LoadLimits) 
         );
     };
     let said = stderr.trim().trim_start_matches("error: ");
+    // An allocation that failed, or a compiler thread that could not start
+    // for want of memory.
     let out_of_memory = [
         "memory allocation of",
         "Cannot allocate memory",
         "out of memory",
+        "ThreadPoolBuildError",
     ];
     if out_of_memory.iter().any(|m| said.contains(m)) {
         return anyhow::anyhow!(
