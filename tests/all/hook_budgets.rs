@@ -39,11 +39,11 @@ async fn agent_over(dir: &PluginDir, fake: &FakeModel) -> (Arc<Agent>, Subscript
     )
 }
 
-/// A text file of exactly `len` bytes of 64-byte JSON lines (whose quotes
-/// take twice their size inside a JSON request), ending with `tail`.
+/// A text file of exactly `len` bytes of 64-byte lines of double quotes
+/// (each takes two bytes inside a JSON request: the worst case of the
+/// escaping a JSON-heavy file gets), ending with `tail`.
 fn text_file(len: usize, tail: &str) -> String {
-    let line = r#"{"id": 12345, "name": "a record", "tags": ["x", "y", "z"]}"#;
-    let line = format!("{line}{}\n", " ".repeat(63 - line.len()));
+    let line = format!("{}\n", "\"".repeat(63));
     let mut text = line.repeat((len - tail.len()) / 64);
     text.push_str(&"y".repeat(len - tail.len() - text.len()));
     text.push_str(tail);
