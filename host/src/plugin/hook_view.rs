@@ -87,16 +87,16 @@ impl Cuts {
     /// Cuts the longest strings of `parts` until, serialized, they take at
     /// most `bound` bytes together.
     pub fn fit(&mut self, parts: &mut [&mut Value], bound: usize) -> Result<(), TooLarge> {
-        let size: usize = parts.iter().map(|p| json_len(p)).sum();
-        if size <= bound {
-            return Ok(());
-        }
+        let shape: usize = parts.iter().map(|p| shape_len(p)).sum();
         let mut texts: Vec<&mut String> = Vec::new();
         for part in parts.iter_mut() {
             texts.extend(strings(part));
         }
         let lens: Vec<usize> = texts.iter().map(|s| escaped_len(s)).collect();
-        let shape = size - lens.iter().sum::<usize>();
+        let size = shape + lens.iter().sum::<usize>();
+        if size <= bound {
+            return Ok(());
+        }
         // Each text takes min(len, cap + MARKER_ROOM) at a cap: find the
         // largest cap that fits.
         let taken = |cap: usize| -> usize {
@@ -158,45 +158,70 @@ fn strings(value: &mut Value) -> Vec<&mut String> {
 }
 
 /// Bytes of `value` as compact JSON.
+#[cfg(test)]
 fn json_len(value: &Value) -> usize {
+    shape_len(value) + {
+        let mut value = value.clone();
+        strings(&mut value)
+            .iter()
+            .map(|s| escaped_len(s))
+            .sum::<usize>()
+    }
+}
+
+/// Bytes of `value` as compact JSON, but for what is inside its string
+/// values (their quotes are counted).
+fn shape_len(value: &Value) -> usize {
     match value {
-        Value::String(s) => escaped_len(s) + 2,
+        Value::String(_) => 2,
         Value::Array(items) => {
-            2 + items.len().saturating_sub(1) + items.iter().map(json_len).sum::<usize>()
+            2 + items.len().saturating_sub(1) + items.iter().map(shape_len).sum::<usize>()
         }
         Value::Object(map) => {
             2 + map.len().saturating_sub(1)
                 + map
                     .iter()
-                    .map(|(k, v)| escaped_len(k) + 3 + json_len(v))
+                    .map(|(k, v)| escaped_len(k) + 3 + shape_len(v))
                     .sum::<usize>()
         }
         other => other.to_string().len(),
     }
 }
 
-/// Bytes of `c` inside a JSON string.
-fn escaped_char_len(c: char) -> usize {
-    match c {
-        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
-        c if (c as u32) < 0x20 => 6,
-        c => c.len_utf8(),
+/// The bytes a byte of a string takes inside a JSON string, less one.
+const ESCAPE_EXTRA: [u8; 256] = {
+    let mut extra = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        extra[b] = 5; // \u00XX
+        b += 1;
     }
-}
+    extra[b'\n' as usize] = 1;
+    extra[b'\r' as usize] = 1;
+    extra[b'\t' as usize] = 1;
+    extra[0x08] = 1;
+    extra[0x0c] = 1;
+    extra[b'"' as usize] = 1;
+    extra[b'\\' as usize] = 1;
+    extra
+};
 
 /// Bytes of `s` inside a JSON string, without the quotes.
 fn escaped_len(s: &str) -> usize {
-    s.chars().map(escaped_char_len).sum()
+    s.len()
+        + s.bytes()
+            .map(|b| usize::from(ESCAPE_EXTRA[usize::from(b)]))
+            .sum::<usize>()
 }
 
 /// The length of the longest prefix of `s`, on a character boundary, that
 /// takes at most `room` bytes inside a JSON string.
 fn prefix_within(s: &str, room: usize) -> usize {
     let mut taken = 0;
-    for (i, c) in s.char_indices() {
-        taken += escaped_char_len(c);
+    for (i, b) in s.bytes().enumerate() {
+        taken += 1 + usize::from(ESCAPE_EXTRA[usize::from(b)]);
         if taken > room {
-            return i;
+            return s.floor_char_boundary(i);
         }
     }
     s.len()
