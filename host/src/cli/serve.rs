@@ -66,7 +66,8 @@ pub async fn serve(
     // The API answers while plugins load: the watch's first pass loads
     // them and publishes each as `plugin_loaded` or `plugin_failed`; turns
     // wait for it.
-    let (agent, log) = super::agent::start(home, plugin_dir, load, &args.agent, false).await?;
+    let (agent, log, _home) =
+        super::agent::start(home, plugin_dir, load, &args.agent, false).await?;
     let _watch = agent.watch_plugins()?;
     let scheduler = Scheduler::new(
         agent,

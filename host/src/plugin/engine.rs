@@ -21,6 +21,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use super::bindings::ToolAndHookPlugin;
 use super::cache::{CompileCache, Compiler, LoadLimits};
 use super::grants::MAX_MEMORY_MIB;
+use super::protected::Protected;
 use super::sandbox::PluginState;
 use super::secrets::Secrets;
 
@@ -43,9 +44,9 @@ pub struct RuntimeConfig {
     pub load: LoadLimits,
     /// Plugin instances alive at once (all sessions, tools and hooks).
     pub max_instances: u32,
-    /// Folders of the host's own that no grant may reach, besides the cache
+    /// Paths of the host's own that no grant may reach, besides the cache
     /// and each plugin's own directory, which are always protected.
-    pub protected_dirs: Vec<std::path::PathBuf>,
+    pub protected: Vec<Protected>,
     /// The operator's secrets, which grants' credentials name.
     pub secrets: Arc<Secrets>,
 }
@@ -57,7 +58,7 @@ impl Default for RuntimeConfig {
             compiler: Compiler::InProcess,
             load: LoadLimits::default(),
             max_instances: 1000,
-            protected_dirs: Vec::new(),
+            protected: Vec::new(),
             secrets: Arc::default(),
         }
     }
@@ -74,7 +75,7 @@ struct Inner {
     engine: Engine,
     linker: Linker<PluginState>,
     cache: CompileCache,
-    protected_dirs: Vec<std::path::PathBuf>,
+    protected: Vec<Protected>,
     secrets: Arc<Secrets>,
     _ticker: EpochTicker,
 }
@@ -109,8 +110,14 @@ impl Runtime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         ToolAndHookPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
 
-        let mut protected_dirs = config.protected_dirs;
-        protected_dirs.extend(config.cache_dir.clone());
+        let mut protected = config.protected;
+        protected.extend(config.cache_dir.as_ref().map(|dir| {
+            Protected::new(
+                dir,
+                "the compile cache",
+                "the host runs the code it holds without checking it again",
+            )
+        }));
         let cache = CompileCache::new(config.cache_dir, config.compiler, config.load);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -118,7 +125,7 @@ impl Runtime {
                 engine,
                 linker,
                 cache,
-                protected_dirs,
+                protected,
                 secrets: config.secrets,
             }),
         })
@@ -140,9 +147,9 @@ impl Runtime {
         &self.inner.secrets
     }
 
-    /// Folders no grant may overlap.
-    pub fn protected_dirs(&self) -> &[std::path::PathBuf] {
-        &self.inner.protected_dirs
+    /// Paths no grant may overlap.
+    pub fn protected(&self) -> &[Protected] {
+        &self.inner.protected
     }
 }
 

@@ -22,6 +22,7 @@ use super::cache::CacheOutcome;
 use super::call::{describe_failure, size};
 use super::engine::Runtime;
 use super::grants::Grants;
+use super::protected::Protected;
 use super::sandbox::{Capabilities, Deadline, PluginState, new_store, until_deadline};
 use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
@@ -92,6 +93,22 @@ pub fn plugin_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// A plugin is one regular file (or a link to one): a directory or a
+/// device named `x.wasm` is refused before anything reads it.
+fn check_file_type(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    if meta.is_dir() {
+        return Err(
+            "a directory, not a component file: a plugin is one NAME.wasm file; move the directory out of the plugin directory or rename it"
+                .into(),
+        );
+    }
+    if !meta.is_file() {
+        return Err("not a regular file: a plugin is one NAME.wasm file".into());
+    }
+    Ok(())
+}
+
 /// Loads `path`; the error is the reason, without the file name (the caller
 /// reports both).
 pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
@@ -99,9 +116,10 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
     // Reading, the grants file and compiling block: off the async runtime.
     let (rt, file) = (runtime.clone(), path.to_path_buf());
     let (grants, component, cache) = tokio::task::spawn_blocking(move || {
+        check_file_type(&file)?;
         let bytes = read_component(&file, rt.cache().limits().max_file_bytes)?;
-        let mut protected = rt.protected_dirs().to_vec();
-        protected.extend(file.parent().map(Path::to_path_buf));
+        let mut protected = rt.protected().to_vec();
+        protected.extend(file.parent().map(Protected::plugin_dir));
         let grants = Grants::for_plugin(&file, &protected, rt.secrets())?;
         let (component, cache) = rt
             .cache()
