@@ -19,7 +19,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::ToolAndHookPlugin;
-use super::cache::{CompileCache, Compiler};
+use super::cache::{CompileCache, Compiler, LoadLimits};
 use super::grants::MAX_MEMORY_MIB;
 use super::protected::Protected;
 use super::sandbox::PluginState;
@@ -40,6 +40,8 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<std::path::PathBuf>,
     /// How cache misses are compiled.
     pub compiler: Compiler,
+    /// Largest plugin file, and the bounds of a compiler child.
+    pub load: LoadLimits,
     /// Plugin instances alive at once (all sessions, tools and hooks).
     pub max_instances: u32,
     /// Paths of the host's own that no grant may reach, besides the cache
@@ -54,6 +56,7 @@ impl Default for RuntimeConfig {
         Self {
             cache_dir: None,
             compiler: Compiler::InProcess,
+            load: LoadLimits::default(),
             max_instances: 1000,
             protected: Vec::new(),
             secrets: Arc::default(),
@@ -115,7 +118,7 @@ impl Runtime {
                 "the host runs the code it holds without checking it again",
             )
         }));
-        let cache = CompileCache::new(config.cache_dir, config.compiler);
+        let cache = CompileCache::new(config.cache_dir, config.compiler, config.load);
         Ok(Self {
             inner: Arc::new(Inner {
                 _ticker: EpochTicker::start(engine.clone()),
