@@ -9,6 +9,8 @@
 //! - [`engine`]: the one wasmtime engine (pooling allocator, epoch ticker).
 //! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
 //! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
+//! - [`protected`]: the host's own paths, which no directory grant reaches.
+//! - [`env_grant`]: the environment variables a grant may pass through.
 //! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
 //! - [`output`]: the guest's log, stdout and stderr, into the host log, line-budgeted.
 //! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
@@ -17,6 +19,7 @@
 //! - [`call`]: one tool call, from arguments to result or [`ToolError`].
 //! - [`subscriptions`]: the points a hook plugin hooks.
 //! - [`hook_call`]: one hook call in a fresh instance.
+//! - [`hook_view`]: what a hook is shown: its input cut to fit its budget.
 //! - [`network`], [`http`], [`secrets`]: `wasi:http` behind each plugin's
 //!   allow-list, with the operator's credentials added by the host.
 //! - [`watch`]: picking up files added, replaced or removed while running.
@@ -26,14 +29,17 @@ pub mod cache;
 pub mod call;
 pub mod catalog;
 pub mod engine;
+pub mod env_grant;
 pub mod error;
 pub mod grants;
 pub mod hook_call;
 pub mod hook_settings;
+pub mod hook_view;
 pub mod http;
 pub mod loader;
 pub mod network;
 pub mod output;
+pub mod protected;
 pub mod sandbox;
 pub mod secrets;
 pub mod spawn;

@@ -246,7 +246,8 @@ async fn arguments_that_are_not_a_json_object_are_refused_quoted_and_kept_as_an_
         // `{}` for text that does not parse, which the tool takes as is.
         let whole_anthropic = wire == "anthropic" && !stream;
         let expected = if whole_anthropic {
-            "error (invalid-input): invalid arguments for add: \"a\" is a required property; \"b\" is a required property"
+            "error (invalid-input): invalid arguments for add: \"a\" is a required property; \"b\" is a required property; \
+             expected {\"a\": integer, \"b\": integer} (required: a, b; no other properties)"
                 .to_string()
         } else {
             "error (invalid-input): the arguments of tool 'add' must be one JSON object, and they \

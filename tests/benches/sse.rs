@@ -3,13 +3,16 @@
 //!
 //! Reading a 32 MiB OpenAI-style event stream (text deltas of 64 bytes, in
 //! 16 KiB reads as a socket gives them), and a stream whose one event is a
-//! single 8 MiB line: the time and the peak heap of the host's SSE layer
+//! single 8 MiB line: the time and the peak memory of the host's SSE layer
 //! (`wasmclaw::llm::sse::Decoder`), and of `eventsource-stream`, which the
-//! host used before, for comparison.
+//! host used before, for comparison. Each parse runs in a child process of
+//! its own; its peak memory is its peak resident set (`VmHWM`) less that of a
+//! child that only builds the same input.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+#![allow(clippy::print_stdout)]
+
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,28 +21,6 @@ use futures_util::StreamExt;
 use serde_json::json;
 use wasmclaw::llm::sse::Decoder;
 use wasmclaw_tests::bench::{Row, millis, ms, print_and_save};
-
-/// The system allocator, counting the bytes in use and their peak.
-struct Counting;
-
-static IN_USE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = IN_USE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 const READ: usize = 16 * 1024;
 
@@ -69,14 +50,63 @@ fn one_long_line(len: usize) -> Vec<u8> {
     stream
 }
 
-/// (time, peak heap above the input, events, data bytes) for `parse`.
-fn measure(input: &[Bytes], parse: impl Fn(&[Bytes]) -> (usize, usize)) -> (Duration, usize, usize, usize) {
-    let base = IN_USE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
+/// This process's peak resident set, in KiB.
+fn peak_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+const CASES: [&str; 2] = ["32 MiB of 64-byte deltas", "one 8 MiB line"];
+const CHILD_FLAG: &str = "--parse";
+
+fn input(case: &str) -> Vec<Bytes> {
+    let stream = match case {
+        "32 MiB of 64-byte deltas" => many_deltas(32 * 1024 * 1024),
+        _ => one_long_line(8 * 1024 * 1024),
+    };
+    reads(&stream)
+}
+
+/// The child's side: parses `case` with `parser`; prints the time in
+/// nanoseconds, the peak resident set in KiB, the events and their bytes.
+fn child(parser: &str, case: &str) {
+    let input = input(case);
     let started = Instant::now();
-    let (events, bytes) = parse(input);
-    let elapsed = started.elapsed();
-    (elapsed, PEAK.load(Ordering::Relaxed) - base, events, bytes)
+    let (events, bytes) = match parser {
+        "host" => decoder(&input),
+        "eventsource" => eventsource(&input),
+        _ => (0, 0),
+    };
+    let elapsed = started.elapsed().as_nanos();
+    println!("{elapsed} {} {events} {bytes}", peak_kib());
+}
+
+/// Runs a child for `parser` on `case`: (time, peak KiB, events, bytes).
+fn run_child(parser: &str, case: &str) -> (Duration, u64, u64, u64) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([CHILD_FLAG, parser, case])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let figures: Vec<u64> = text
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    (
+        Duration::from_nanos(figures[0]),
+        figures[1],
+        figures[2],
+        figures[3],
+    )
 }
 
 fn decoder(input: &[Bytes]) -> (usize, usize) {
@@ -95,7 +125,9 @@ fn decoder(input: &[Bytes]) -> (usize, usize) {
 }
 
 fn eventsource(input: &[Bytes]) -> (usize, usize) {
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let reads = futures_util::stream::iter(input.iter().cloned().map(Ok::<_, std::io::Error>));
         let mut stream = reads.eventsource();
@@ -110,20 +142,25 @@ fn eventsource(input: &[Bytes]) -> (usize, usize) {
 }
 
 fn main() {
-    let mib = |n: usize| format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0));
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(CHILD_FLAG) {
+        return child(&args[2], &args[3]);
+    }
+    let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
     let mut rows: Vec<Row> = Vec::new();
-    for (case, stream) in [
-        ("32 MiB of 64-byte deltas", many_deltas(32 * 1024 * 1024)),
-        ("one 8 MiB line", one_long_line(8 * 1024 * 1024)),
-    ] {
-        let input = reads(&stream);
-        drop(stream);
-        let new = measure(&input, decoder);
-        let old = measure(&input, eventsource);
+    for case in CASES {
+        let (_, baseline, ..) = run_child("none", case);
+        let new = run_child("host", case);
+        let old = run_child("eventsource", case);
         assert_eq!((new.2, new.3), (old.2, old.3), "both read the same events");
         for (parser, (time, peak, ..)) in [("host SSE layer", new), ("eventsource-stream", old)] {
+            let above = peak.saturating_sub(baseline);
             rows.push((format!("{case}: {parser}: time"), ms(time), millis(time)));
-            rows.push((format!("{case}: {parser}: peak heap"), mib(peak), json!(peak)));
+            rows.push((
+                format!("{case}: {parser}: peak memory"),
+                mib(above),
+                json!(above),
+            ));
         }
     }
     print_and_save("sse", &rows);

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -83,6 +83,13 @@ pub enum Reply {
     /// (OpenAI: a chunk with an empty delta; Anthropic: `ping`) every
     /// `every`, for ever (also when a whole reply was asked for).
     KeepAlive { every: Duration },
+    /// Streamed: headers and the first part of a text reply (as
+    /// [`Reply::CutMidStream`]), then nothing more, with the connection
+    /// held open. Not streamed: nothing at all, the connection held open.
+    HangMidStream,
+    /// OpenAI streamed: a stream of only `data: [DONE]`. Otherwise: an empty
+    /// text reply.
+    OnlyDone,
 }
 
 impl Reply {
@@ -232,6 +239,8 @@ impl FakeModel {
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
             .route("/v1/messages", post(anthropic))
+            // Requests that carry MiB-sized tool results, as real APIs take.
+            .layer(DefaultBodyLimit::max(64 << 20))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -385,6 +394,11 @@ async fn handle(
         } => error_response(format, code, &message, retry_after),
         Reply::CutMidStream => cut(&ctx, stream),
         Reply::Malformed => malformed(&ctx, stream),
+        Reply::HangMidStream => hang(&ctx, stream),
+        Reply::OnlyDone => match (ctx.format, stream) {
+            (Format::OpenAi, true) => sse_response(vec!["data: [DONE]\n\n".into()], false),
+            _ => answer(&ctx, stream, "", &[]),
+        },
         Reply::Delay(..) => unreachable!("delays are unwrapped above"),
         Reply::RawToolCall {
             id,
@@ -441,6 +455,32 @@ fn cut(ctx: &Ctx, stream: bool) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
     headers.insert(header::CONTENT_LENGTH, body.len().into());
+    response
+}
+
+/// The first part of a streamed text reply (nothing, not streamed), then
+/// the connection is held open with nothing more.
+fn hang(ctx: &Ctx, stream: bool) -> Response {
+    let mut events = if stream {
+        events(ctx, "This reply is cut off before it ends.", &[])
+    } else {
+        Vec::new()
+    };
+    events.truncate(match ctx.format {
+        Format::OpenAi => 3,
+        Format::Anthropic => 5,
+    });
+    let parts = futures_util::stream::iter(events.into_iter().map(|p| Ok(Bytes::from(p))))
+        .chain(futures_util::stream::pending::<Result<Bytes, std::io::Error>>());
+    let mut response = Response::new(Body::from_stream(parts));
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, content_type.parse().unwrap());
     response
 }
 

@@ -12,6 +12,9 @@
 //! arguments, deny it or answer in its place; `after-tool` hooks may replace
 //! its result (see [`crate::hooks::chain`]).
 //!
+//! A refused call (see [`super::refusals`]) made again unchanged is told so
+//! in its result, and ends the turn after a configurable number of times.
+//!
 //! A call that has not started when the user steers the turn or interrupts
 //! it gracefully is skipped (`tool_call_skipped`), and its result tells the
 //! model why; so is every call of a reply cut at the output token limit, and
@@ -30,9 +33,10 @@ use crate::bus::{EventBus, Scope};
 use crate::hooks::{HookScope, ToolGate};
 use crate::llm::{FinishReason, Message, ToolCall};
 use crate::plugin::call::Spawner;
-use crate::plugin::{CallContext, ErrorKind, ToolError};
+use crate::plugin::{CallContext, ErrorKind, Limits, ToolError};
 use crate::protocol::EventBody;
 
+use super::refusals::Refusals;
 use super::subturn::{self, Parent};
 use super::turn::{Turn, millis};
 
@@ -128,10 +132,11 @@ pub async fn run_all<'a>(
         let end = Arc::new(EndOnce::default());
         begun.calls.push((end.clone(), call));
         let (parent, call) = (turn.as_parent(), call.clone());
+        let refusals = turn.refusals.clone();
         let task = AbortOnDropHandle::new(tokio::spawn({
             let end = end.clone();
             async move {
-                let result = run_one(&parent, &call, &end).await;
+                let result = run_one(&parent, &call, &end, &refusals).await;
                 drop(slot);
                 result
             }
@@ -167,14 +172,18 @@ pub async fn run_all<'a>(
     results
 }
 
-async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce) -> Message {
+async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce, refusals: &Refusals) -> Message {
     let started = Instant::now();
     let result = call_with_hooks(parent, call).await;
     let duration_ms = millis(started.elapsed());
     let (bus, scope) = (&parent.agent.bus, &parent.control.scope());
     let (content, is_error, error_kind) = match result {
         Ok(output) => (output, false, None),
-        Err(error) => (for_model(&error), true, Some(error.kind)),
+        Err(error) => (
+            refusals.record(call, &error, for_model(&error)),
+            true,
+            Some(error.kind),
+        ),
     };
     end.publish(bus, scope, || EventBody::ToolCallEnd {
         call_id: call.id.clone(),
@@ -205,26 +214,48 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         scope: &scope,
         ctx: parent.call_context(&call.id),
     };
-    // A rewrite is checked against the schema of the tool as it is now.
-    let check = |arguments: &str| match agent.plugins.catalog().tool(&call.name) {
-        Some((_, tool)) => tool.check_arguments(arguments),
-        None => Ok(()),
+    // A rewrite is checked against the schema of the tool the call goes to
+    // (a built-in, or a plugin's tool as it is now).
+    let check = |arguments: &str| match subturn::builtin_tool(&call.name) {
+        Some(tool) => tool.check_arguments(arguments),
+        None => match agent.plugins.catalog().tool(&call.name) {
+            Some((_, tool)) => tool.check_arguments(arguments),
+            None => Ok(()),
+        },
     };
+    let limit = output_limit(parent, &call.name);
     let arguments = match hooks
-        .before_tool(&hs, &call.name, &call.arguments, check)
+        .before_tool(&hs, &call.name, &call.arguments, limit, check)
         .await
     {
         ToolGate::Call(arguments) => arguments,
         ToolGate::Answered(answer) => {
             return hooks
-                .after_tool(&hs, &call.name, &call.arguments, Ok(answer))
+                .after_tool(&hs, &call.name, &call.arguments, limit, answer)
                 .await;
         }
         ToolGate::Denied(error) => return Err(error),
     };
     super::arguments::check_object(&call.name, &arguments)?;
     let outcome = dispatch(parent, &call.name, &arguments, &hs.ctx).await;
-    hooks.after_tool(&hs, &call.name, &arguments, outcome).await
+    hooks
+        .after_tool(&hs, &call.name, &arguments, limit, outcome)
+        .await
+}
+
+/// The output limit of `tool`: its plugin's, or the default one for the
+/// built-in tools (and a tool no plugin offers).
+fn output_limit(parent: &Parent, tool: &str) -> usize {
+    let default = Limits::default().output_bytes;
+    if subturn::builtin_tool(tool).is_some() {
+        return default;
+    }
+    parent
+        .agent
+        .plugins
+        .catalog()
+        .tool(tool)
+        .map_or(default, |(plugin, _)| plugin.grants.limits.output_bytes)
 }
 
 /// A built-in tool, or a plugin's in a fresh instance.

@@ -1,5 +1,6 @@
 //! `wasmclaw run` and `wasmclaw chat`: turns from the command line.
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,11 +10,12 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS};
+use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_REPEATED_REFUSALS};
 use crate::bus::{Delivery, EventBus, Filter, Received};
-use crate::home::Home;
+use crate::home::{Home, HomeLock};
 use crate::llm::{CallLimits, Chain, Provider, ProviderConfig, RetryPolicy};
 use crate::plugin::Plugins;
+use crate::plugin::cache::LoadLimits;
 use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::store::{EventLog, Store};
@@ -65,6 +67,10 @@ pub struct AgentArgs {
     /// Model calls per turn.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ITERATIONS)]
     pub max_iterations: u32,
+    /// Identical refused tool calls (same tool, same arguments) that end a
+    /// turn with an error; 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REPEATED_REFUSALS)]
+    pub max_refusals: u32,
     /// A system prompt put before the history.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
@@ -122,25 +128,36 @@ pub fn chain(args: &AgentArgs) -> Result<Chain> {
     Ok(Chain::new(providers, policy))
 }
 
-/// The agent with everything it needs: plugins loaded, store open, the event
-/// log writing.
+/// The agent with everything it needs: the home locked for this process,
+/// store open, the event log writing, plugins loaded (with `scan`; without,
+/// they are not: a watch's first pass loads them). The lock is held as long
+/// as the returned [`HomeLock`] lives.
 pub async fn start(
     home: &Home,
     plugin_dir: &Path,
+    load: LoadLimits,
     args: &AgentArgs,
-) -> Result<(Arc<Agent>, EventLog)> {
+    scan: bool,
+) -> Result<(Arc<Agent>, EventLog, HomeLock)> {
     let chain = chain(args)?;
+    let lock = home.lock()?;
     let store = Store::open(&home.sessions_db())?;
     let bus = EventBus::new(store.last_seq().context("reading the event log")?);
     let log = EventLog::spawn(store.clone(), bus.subscribe_all_lossless());
-    let plugins = Plugins::load_dir(super::runtime(home)?, plugin_dir).await;
+    let runtime = super::runtime(home, load)?;
+    let plugins = if scan {
+        Plugins::load_dir(runtime, plugin_dir).await
+    } else {
+        Plugins::unscanned(runtime, plugin_dir)
+    };
     let config = AgentConfig {
         max_iterations: args.max_iterations,
+        max_repeated_refusals: args.max_refusals,
         system_prompt: args.system.clone(),
         ..AgentConfig::default()
     };
     let agent = Agent::new(plugins, Arc::new(chain), bus, store, config);
-    Ok((Arc::new(agent), log))
+    Ok((Arc::new(agent), log, lock))
 }
 
 pub(super) fn session_key(args: &AgentArgs, kind: &str) -> String {
@@ -149,6 +166,9 @@ pub(super) fn session_key(args: &AgentArgs, kind: &str) -> String {
         .unwrap_or_else(|| format!("{kind}-{}", uuid::Uuid::now_v7().simple()))
 }
 
+/// What `run` prints (stderr) at the first Ctrl-C.
+const WINDING_DOWN: &str = "interrupting: winding the turn down (running tools finish, the model call is not retried, then a last answer); Ctrl-C again stops at once";
+
 /// `wasmclaw run`: one turn; the answer on stdout; with `events`, every event
 /// as a JSON line on stderr. Exit 1 when the turn does not complete. Ctrl-C
 /// once winds the turn down (running tools finish, then one last answer),
@@ -156,11 +176,12 @@ pub(super) fn session_key(args: &AgentArgs, kind: &str) -> String {
 pub async fn run(
     home: &Home,
     plugin_dir: &Path,
+    load: LoadLimits,
     args: &AgentArgs,
     events: bool,
     message: &str,
 ) -> Result<ExitCode> {
-    let (agent, log) = start(home, plugin_dir, args).await?;
+    let (agent, log, _home) = start(home, plugin_dir, load, args, true).await?;
     let mut sub = agent.bus().subscribe(Filter::default(), Delivery::Lossless);
     agent.announce_plugins();
     let session = session_key(args, "run");
@@ -213,9 +234,14 @@ pub async fn run(
                 interrupts += 1;
                 let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
                 let target = Target::Turn(turn_id.clone());
-                if let Err(refused) = scheduler.submit(Op::Interrupt { target, mode }) {
-                    tracing::warn!("{refused}");
-                }
+                let note = match scheduler.submit(Op::Interrupt { target, mode }) {
+                    Ok(_) if mode == InterruptMode::Graceful => WINDING_DOWN.to_string(),
+                    Ok(_) => "stopping the turn".to_string(),
+                    Err(refused) => refused.to_string(),
+                };
+                // Not `eprintln!`: a note that cannot be written must not
+                // end the run.
+                let _ = writeln!(std::io::stderr(), "{note}");
             }
         }
     }

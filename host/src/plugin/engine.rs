@@ -19,8 +19,9 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::ToolAndHookPlugin;
-use super::cache::{CompileCache, Compiler};
+use super::cache::{CompileCache, Compiler, LoadLimits};
 use super::grants::MAX_MEMORY_MIB;
+use super::protected::Protected;
 use super::sandbox::PluginState;
 use super::secrets::Secrets;
 
@@ -39,11 +40,13 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<std::path::PathBuf>,
     /// How cache misses are compiled.
     pub compiler: Compiler,
+    /// Largest plugin file, and the bounds of a compiler child.
+    pub load: LoadLimits,
     /// Plugin instances alive at once (all sessions, tools and hooks).
     pub max_instances: u32,
-    /// Folders of the host's own that no grant may reach, besides the cache
+    /// Paths of the host's own that no grant may reach, besides the cache
     /// and each plugin's own directory, which are always protected.
-    pub protected_dirs: Vec<std::path::PathBuf>,
+    pub protected: Vec<Protected>,
     /// The operator's secrets, which grants' credentials name.
     pub secrets: Arc<Secrets>,
 }
@@ -53,8 +56,9 @@ impl Default for RuntimeConfig {
         Self {
             cache_dir: None,
             compiler: Compiler::InProcess,
+            load: LoadLimits::default(),
             max_instances: 1000,
-            protected_dirs: Vec::new(),
+            protected: Vec::new(),
             secrets: Arc::default(),
         }
     }
@@ -71,7 +75,7 @@ struct Inner {
     engine: Engine,
     linker: Linker<PluginState>,
     cache: CompileCache,
-    protected_dirs: Vec<std::path::PathBuf>,
+    protected: Vec<Protected>,
     secrets: Arc<Secrets>,
     _ticker: EpochTicker,
 }
@@ -106,16 +110,22 @@ impl Runtime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         ToolAndHookPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
 
-        let mut protected_dirs = config.protected_dirs;
-        protected_dirs.extend(config.cache_dir.clone());
-        let cache = CompileCache::new(config.cache_dir, config.compiler);
+        let mut protected = config.protected;
+        protected.extend(config.cache_dir.as_ref().map(|dir| {
+            Protected::new(
+                dir,
+                "the compile cache",
+                "the host runs the code it holds without checking it again",
+            )
+        }));
+        let cache = CompileCache::new(config.cache_dir, config.compiler, config.load);
         Ok(Self {
             inner: Arc::new(Inner {
                 _ticker: EpochTicker::start(engine.clone()),
                 engine,
                 linker,
                 cache,
-                protected_dirs,
+                protected,
                 secrets: config.secrets,
             }),
         })
@@ -137,9 +147,9 @@ impl Runtime {
         &self.inner.secrets
     }
 
-    /// Folders no grant may overlap.
-    pub fn protected_dirs(&self) -> &[std::path::PathBuf] {
-        &self.inner.protected_dirs
+    /// Paths no grant may overlap.
+    pub fn protected(&self) -> &[Protected] {
+        &self.inner.protected
     }
 }
 

@@ -4,16 +4,24 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use jsonschema::error::ValidationErrorKind;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::bindings::wasmclaw::plugin::types::ToolSpec;
+use super::call::size;
 use super::error::{ErrorKind, ToolError};
 
 /// Most tools one plugin may offer.
 pub const MAX_TOOLS_PER_PLUGIN: usize = 128;
 /// Longest description kept.
 const MAX_DESCRIPTION: usize = 8 * 1024;
+/// Largest input schema of one tool, as the JSON text `list-tools` returns:
+/// every model request carries it.
+pub const MAX_SCHEMA: usize = 64 * 1024;
+/// Largest sum of one plugin's schemas and (kept) descriptions: what the
+/// plugin adds to every model request.
+pub const MAX_SPECS: usize = 256 * 1024;
 /// Validation errors named in one message.
 const MAX_REPORTED_ERRORS: usize = 3;
 
@@ -32,6 +40,14 @@ impl std::fmt::Debug for Tool {
         f.debug_struct("Tool").field("name", &self.name).finish()
     }
 }
+
+/// The names of the host's built-in tools, which no plugin tool may take:
+/// the model would see two tools of one name, and a call would reach only
+/// one of them.
+pub const RESERVED_TOOL_NAMES: [&str; 2] = [
+    crate::agent::subturn::SPAWN,
+    crate::agent::subturn::SUBAGENT,
+];
 
 /// Whether the OpenAI and Anthropic APIs accept `name` as a tool name:
 /// `^[a-zA-Z0-9_-]{1,64}$`.
@@ -52,6 +68,7 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
     }
     let mut seen = HashSet::new();
     let mut tools = Vec::with_capacity(specs.len());
+    let mut total = 0;
     for spec in specs {
         let name = spec.name;
         if !is_valid_tool_name(&name) {
@@ -59,8 +76,21 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
                 "tool name {name:?} is not accepted by model APIs: use 1 to 64 of a-z, A-Z, 0-9, '_' and '-'"
             ));
         }
+        if RESERVED_TOOL_NAMES.contains(&name.as_str()) {
+            return Err(format!(
+                "tool name {name:?} is reserved: the host's built-in tools ({}) cannot be offered by a plugin; rename it",
+                RESERVED_TOOL_NAMES.join(", ")
+            ));
+        }
         if !seen.insert(name.clone()) {
             return Err(format!("tool name {name:?} is listed twice"));
+        }
+        if spec.input_schema.len() > MAX_SCHEMA {
+            return Err(format!(
+                "tool {name:?}: input-schema is {}, over the limit of {} per tool",
+                size(spec.input_schema.len() as u64),
+                size(MAX_SCHEMA as u64)
+            ));
         }
         let schema: Value = serde_json::from_str(&spec.input_schema)
             .map_err(|e| format!("tool {name:?}: input-schema is not valid JSON: {e}"))?;
@@ -74,6 +104,13 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
             .map_err(|e| format!("tool {name:?}: input-schema is not a valid JSON Schema: {e}"))?;
         let mut description = spec.description;
         description.truncate(description.floor_char_boundary(MAX_DESCRIPTION));
+        total += spec.input_schema.len() + description.len();
+        if total > MAX_SPECS {
+            return Err(format!(
+                "the input schemas and descriptions of its tools take more than {} (at tool {name:?}); every model request carries them",
+                size(MAX_SPECS as u64)
+            ));
+        }
         tools.push(Tool {
             name,
             description,
@@ -85,8 +122,25 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
 }
 
 impl Tool {
+    /// A tool of the host's own, whose schema is part of the host.
+    ///
+    /// # Panics
+    /// If `schema` is not a valid JSON Schema.
+    pub fn builtin(name: &str, description: &str, schema: Value) -> Tool {
+        let validator =
+            jsonschema::validator_for(&schema).expect("a built-in tool's schema is valid");
+        Tool {
+            name: name.to_string(),
+            description: description.to_string(),
+            input_schema: schema,
+            validator: Arc::new(validator),
+        }
+    }
+
     /// Parses and validates call arguments; the error names the failing
-    /// fields, for the model to correct.
+    /// fields and says what the schema expects, for the model to correct
+    /// (an argument the schema does not have is named, and a JSON Schema
+    /// keyword copied from the tool's description is called one).
     pub fn check_arguments(&self, arguments: &str) -> Result<(), ToolError> {
         let value: Value = serde_json::from_str(arguments).map_err(|e| {
             ToolError::new(
@@ -100,24 +154,139 @@ impl Tool {
             .take(MAX_REPORTED_ERRORS)
             .map(|e| {
                 let path = e.instance_path().to_string();
+                let problem = match e.kind() {
+                    ValidationErrorKind::AdditionalProperties { unexpected } => {
+                        not_arguments(&self.name, unexpected, path.is_empty())
+                    }
+                    _ => e.to_string(),
+                };
                 if path.is_empty() {
-                    e.to_string()
+                    problem
                 } else {
-                    format!("{path}: {e}")
+                    format!("{path}: {problem}")
                 }
             })
             .collect();
         if problems.is_empty() {
             return Ok(());
         }
+        let expected = shape(&self.input_schema)
+            .map(|shape| format!("; expected {shape}"))
+            .unwrap_or_default();
         Err(ToolError::new(
             ErrorKind::InvalidInput,
             format!(
-                "invalid arguments for {}: {}",
+                "invalid arguments for {}: {}{expected}",
                 self.name,
                 problems.join("; ")
             ),
         ))
+    }
+}
+
+/// Keywords of JSON Schema that small models copy from a tool's schema into
+/// its arguments.
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "type",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "default",
+    "format",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "minItems",
+    "maxItems",
+    "examples",
+    "title",
+];
+
+/// Names the properties the schema does not allow: at the top, arguments
+/// of `tool` that do not exist.
+fn not_arguments(tool: &str, unexpected: &[String], top: bool) -> String {
+    let names: Vec<String> = unexpected.iter().map(|n| format!("{n:?}")).collect();
+    let (names, verb) = match names.as_slice() {
+        [one] => (one.clone(), "is"),
+        _ => (names.join(", "), "are"),
+    };
+    let mut text = if top {
+        let noun = if unexpected.len() == 1 {
+            "an argument"
+        } else {
+            "arguments"
+        };
+        format!("{names} {verb} not {noun} of {tool}")
+    } else {
+        format!("{names} {verb} not allowed here")
+    };
+    let keywords: Vec<&str> = unexpected
+        .iter()
+        .map(String::as_str)
+        .filter(|n| SCHEMA_KEYWORDS.contains(n))
+        .collect();
+    if !keywords.is_empty() {
+        text.push_str(&format!(
+            " ({} {} the schema's own rules, not values to send)",
+            keywords.join(", "),
+            if keywords.len() == 1 {
+                "is one of"
+            } else {
+                "are"
+            }
+        ));
+    }
+    text
+}
+
+/// What a schema with `properties` expects, in one line:
+/// `{"a": integer, "b": string} (required: a; no other properties)`.
+fn shape(schema: &Value) -> Option<String> {
+    let properties = schema.get("properties")?.as_object()?;
+    let fields: Vec<String> = properties
+        .iter()
+        .map(|(name, property)| format!("{name:?}: {}", type_text(property)))
+        .collect();
+    let mut notes = Vec::new();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !required.is_empty() {
+        notes.push(format!("required: {}", required.join(", ")));
+    }
+    if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+        notes.push("no other properties".to_string());
+    }
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
+    };
+    Some(format!("{{{}}}{notes}", fields.join(", ")))
+}
+
+/// A property's type as a word: `string`, `integer or null`, `one of "a", "b"`.
+fn type_text(property: &Value) -> String {
+    match (property.get("type"), property.get("enum")) {
+        (_, Some(Value::Array(values))) => {
+            let values: Vec<String> = values.iter().map(Value::to_string).collect();
+            format!("one of {}", values.join(", "))
+        }
+        (Some(Value::String(t)), _) => t.clone(),
+        (Some(Value::Array(types)), _) => {
+            let types: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
+            types.join(" or ")
+        }
+        _ => "any".to_string(),
     }
 }
 
@@ -157,6 +326,20 @@ mod tests {
     }
 
     #[test]
+    fn the_built_in_tools_names_are_reserved() {
+        for name in ["spawn", "subagent"] {
+            let err = validate_specs(vec![spec("ok", ADD), spec(name, ADD)]).unwrap_err();
+            assert_eq!(
+                err,
+                format!(
+                    "tool name \"{name}\" is reserved: the host's built-in tools (spawn, subagent) cannot be offered by a plugin; rename it"
+                )
+            );
+        }
+        assert!(validate_specs(vec![spec("spawner", ADD)]).is_ok());
+    }
+
+    #[test]
     fn duplicate_and_non_object_schemas_are_refused() {
         let err = validate_specs(vec![spec("x", ADD), spec("x", ADD)]).unwrap_err();
         assert_eq!(err, "tool name \"x\" is listed twice");
@@ -168,20 +351,51 @@ mod tests {
     }
 
     #[test]
+    fn schemas_are_bounded_per_tool_and_per_plugin() {
+        // A schema of 64 KiB + 1 byte: an object with one long description.
+        let long = |n: usize| format!(r#"{{"type":"object","description":"{}"}}"#, "x".repeat(n));
+        let at_limit = long(MAX_SCHEMA - 34);
+        assert_eq!(at_limit.len(), MAX_SCHEMA);
+        validate_specs(vec![spec("x", &at_limit)]).unwrap();
+        let err = validate_specs(vec![spec("x", &long(MAX_SCHEMA - 33))]).unwrap_err();
+        assert_eq!(
+            err,
+            "tool \"x\": input-schema is 65537 bytes, over the limit of 64 KiB per tool"
+        );
+        let specs: Vec<ToolSpec> = (0..5).map(|i| spec(&format!("t{i}"), &at_limit)).collect();
+        let err = validate_specs(specs).unwrap_err();
+        assert_eq!(
+            err,
+            "the input schemas and descriptions of its tools take more than 256 KiB (at tool \"t3\"); every model request carries them"
+        );
+    }
+
+    #[test]
     fn arguments_are_checked_and_the_field_named() {
         let tools = validate_specs(vec![spec("add", ADD)]).unwrap();
         let add = &tools[0];
         add.check_arguments(r#"{"a":1,"b":2}"#).unwrap();
         let err = add.check_arguments(r#"{"a":"one","b":2}"#).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidInput);
+        let expected =
+            r#"; expected {"a": integer, "b": integer} (required: a, b; no other properties)"#;
         assert_eq!(
             err.message,
-            r#"invalid arguments for add: /a: "one" is not of type "integer""#
+            format!(r#"invalid arguments for add: /a: "one" is not of type "integer"{expected}"#)
         );
         let err = add.check_arguments(r#"{"a":1}"#).unwrap_err();
         assert_eq!(
             err.message,
-            r#"invalid arguments for add: "b" is a required property"#
+            format!(r#"invalid arguments for add: "b" is a required property{expected}"#)
+        );
+        let err = add
+            .check_arguments(r#"{"a":1,"b":2,"maxLength":10,"sum":3}"#)
+            .unwrap_err();
+        assert_eq!(
+            err.message,
+            format!(
+                r#"invalid arguments for add: "maxLength", "sum" are not arguments of add (maxLength is one of the schema's own rules, not values to send){expected}"#
+            )
         );
         let err = add.check_arguments("{oops").unwrap_err();
         assert!(
