@@ -5,12 +5,15 @@
 //! - [`control`]: how a running turn is steered and interrupted, and its
 //!   place in the tree of turns.
 //! - [`subturn`]: child turns (sub-agents): limits, running, delivery.
+//! - [`budget`]: what a turn and its tree have used (tokens, SubTurns
+//!   started), counted against their bounds.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the model chain,
 //! the event bus and the session store. Front ends submit turns to the
 //! [`crate::scheduler::Scheduler`] and follow them on the bus;
 //! [`Agent::run_turn`] runs one turn directly, outside any schedule.
 
+pub mod budget;
 pub mod control;
 pub mod subturn;
 pub mod tools;

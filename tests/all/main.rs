@@ -18,5 +18,6 @@ mod scheduler;
 mod serve;
 mod serve_openai;
 mod sessions;
+mod subturn_bounds;
 mod subturns;
 mod turns;
