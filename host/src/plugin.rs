@@ -10,6 +10,7 @@
 //! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
 //! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
 //! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
+//! - [`descriptors`]: host descriptors held for calls, bounded per call and host-wide.
 //! - [`output`]: the guest's log, stdout and stderr, into the host log, line-budgeted.
 //! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
 //! - [`tools`]: tool specs: name rules, schemas, argument validation.
@@ -25,6 +26,7 @@ pub mod bindings;
 pub mod cache;
 pub mod call;
 pub mod catalog;
+pub mod descriptors;
 pub mod engine;
 pub mod error;
 pub mod grants;

@@ -5,6 +5,7 @@
 mod agent_cli;
 mod chat_control;
 mod cli;
+mod descriptors;
 mod examples;
 mod hook_examples;
 mod hooks;

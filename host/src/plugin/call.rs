@@ -125,7 +125,11 @@ impl Plugin {
             self.runtime.engine(),
             &self.name,
             limits,
-            Capabilities::Granted(&self.grants, self.runtime.secrets()),
+            Capabilities::Granted(
+                &self.grants,
+                self.runtime.secrets(),
+                self.runtime.descriptors(),
+            ),
             deadline.clone(),
         )
         .map_err(|e| {

@@ -20,6 +20,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::bindings::ToolAndHookPlugin;
 use super::cache::{CompileCache, Compiler};
+use super::descriptors::DescriptorBudget;
 use super::grants::MAX_MEMORY_MIB;
 use super::sandbox::PluginState;
 use super::secrets::Secrets;
@@ -46,6 +47,9 @@ pub struct RuntimeConfig {
     pub protected_dirs: Vec<std::path::PathBuf>,
     /// The operator's secrets, which grants' credentials name.
     pub secrets: Arc<Secrets>,
+    /// Descriptors all plugin calls may hold together; `None`: half the
+    /// process's open-file limit (see [`super::descriptors`]).
+    pub max_descriptors: Option<usize>,
 }
 
 impl Default for RuntimeConfig {
@@ -56,6 +60,7 @@ impl Default for RuntimeConfig {
             max_instances: 1000,
             protected_dirs: Vec::new(),
             secrets: Arc::default(),
+            max_descriptors: None,
         }
     }
 }
@@ -73,6 +78,7 @@ struct Inner {
     cache: CompileCache,
     protected_dirs: Vec<std::path::PathBuf>,
     secrets: Arc<Secrets>,
+    descriptors: Arc<DescriptorBudget>,
     _ticker: EpochTicker,
 }
 
@@ -103,6 +109,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        super::descriptors::add_to_linker(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         ToolAndHookPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
 
@@ -117,6 +124,10 @@ impl Runtime {
                 cache,
                 protected_dirs,
                 secrets: config.secrets,
+                descriptors: match config.max_descriptors {
+                    Some(n) => DescriptorBudget::new(n),
+                    None => DescriptorBudget::for_process(),
+                },
             }),
         })
     }
@@ -135,6 +146,11 @@ impl Runtime {
 
     pub fn secrets(&self) -> &Arc<Secrets> {
         &self.inner.secrets
+    }
+
+    /// Descriptors all plugin calls may hold together.
+    pub fn descriptors(&self) -> &Arc<DescriptorBudget> {
+        &self.inner.descriptors
     }
 
     /// Folders no grant may overlap.

@@ -2,7 +2,9 @@
 //! network grant before the host sends it.
 //!
 //! For each request, in order:
-//! 1. the call has requests left (`max_requests`);
+//! 1. the call has requests left (`max_requests`), and the host a
+//!    descriptor for it (see [`super::descriptors`]), held until the
+//!    response is read;
 //! 2. its origin (`scheme://host:port`) is in the allow-list;
 //! 3. the host resolves the name itself; every address must be public,
 //!    unless the origin names that address (`http://127.0.0.1:8080`);
@@ -26,6 +28,7 @@ use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::call::{duration, size};
+use super::descriptors::DescriptorBudget;
 use super::network::{NetworkGrant, internal_address};
 use super::secrets::Secrets;
 
@@ -40,15 +43,22 @@ pub struct NetworkAccess {
     plugin: Arc<str>,
     grant: Arc<NetworkGrant>,
     secrets: Arc<Secrets>,
+    descriptors: Arc<DescriptorBudget>,
     sent: u32,
 }
 
 impl NetworkAccess {
-    pub fn new(plugin: Arc<str>, grant: Arc<NetworkGrant>, secrets: Arc<Secrets>) -> Self {
+    pub fn new(
+        plugin: Arc<str>,
+        grant: Arc<NetworkGrant>,
+        secrets: Arc<Secrets>,
+        descriptors: Arc<DescriptorBudget>,
+    ) -> Self {
         NetworkAccess {
             plugin,
             grant,
             secrets,
+            descriptors,
             sent: 0,
         }
     }
@@ -71,15 +81,20 @@ impl WasiHttpHooks for NetworkAccess {
                 self.plugin, self.grant.max_requests
             )
         });
-        let (plugin, grant, secrets) = (
+        let (plugin, grant, secrets, descriptors) = (
             self.plugin.clone(),
             self.grant.clone(),
             self.secrets.clone(),
+            self.descriptors.clone(),
         );
         Box::new(async move {
             if let Some(message) = over {
                 return Err(refuse(&plugin, message));
             }
+            // The connection's socket, until the whole answer is read.
+            let _socket = descriptors
+                .take()
+                .ok_or_else(|| refuse(&plugin, descriptors.spent(&plugin, "send a request")))?;
             let response = send(&plugin, &grant, &secrets, request, options)
                 .await
                 .map_err(|message| refuse(&plugin, message))?;

@@ -15,6 +15,7 @@ use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::descriptors::{CallDescriptors, DescriptorBudget};
 use super::grants::{DirMode, Grants, Limits};
 use super::http::NetworkAccess;
 use super::output::{CallLog, GuestOutput};
@@ -35,6 +36,8 @@ pub struct PluginState {
     http: WasiHttpCtx,
     /// Where `wasi:http` requests may go.
     network: NetworkAccess,
+    /// The host descriptors the call holds.
+    descriptors: CallDescriptors,
 }
 
 /// How often a paused deadline is looked at again.
@@ -142,6 +145,24 @@ impl WasiHttpView for PluginState {
     }
 }
 
+impl PluginState {
+    /// The call's filesystem, and the count of what it has open.
+    pub(super) fn filesystem_and_descriptors(
+        &mut self,
+    ) -> (
+        wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
+        &mut CallDescriptors,
+    ) {
+        (
+            wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+                ctx: self.wasi.filesystem(),
+                table: &mut self.table,
+            },
+            &mut self.descriptors,
+        )
+    }
+}
+
 /// The shared types interface has no functions; the bindings still ask for
 /// its (empty) host trait.
 impl super::bindings::wasmclaw::plugin::types::Host for PluginState {}
@@ -178,8 +199,9 @@ impl PluginState {
 pub enum Capabilities<'a> {
     /// Nothing: used to call `list-tools` at load.
     None,
-    /// What the grants name; credentials are looked up in `secrets`.
-    Granted(&'a Grants, &'a Arc<Secrets>),
+    /// What the grants name; credentials are looked up in `secrets`, and
+    /// descriptors are taken from the host-wide `budget`.
+    Granted(&'a Grants, &'a Arc<Secrets>, &'a Arc<DescriptorBudget>),
 }
 
 /// Most WASI resources (open files, streams, pollables) one call may hold;
@@ -201,13 +223,28 @@ pub fn new_store(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
-    let network = match caps {
-        Capabilities::Granted(grants, secrets) => {
-            NetworkAccess::new(plugin.clone(), grants.network.clone(), secrets.clone())
-        }
-        Capabilities::None => NetworkAccess::new(plugin.clone(), Arc::default(), Arc::default()),
+    let (network, mut descriptors) = match caps {
+        Capabilities::Granted(grants, secrets, budget) => (
+            NetworkAccess::new(
+                plugin.clone(),
+                grants.network.clone(),
+                secrets.clone(),
+                budget.clone(),
+            ),
+            CallDescriptors::new(plugin.clone(), limits.open_files, budget.clone()),
+        ),
+        // Nothing to open, nowhere to send.
+        Capabilities::None => (
+            NetworkAccess::new(
+                plugin.clone(),
+                Arc::default(),
+                Arc::default(),
+                DescriptorBudget::new(0),
+            ),
+            CallDescriptors::new(plugin.clone(), 0, DescriptorBudget::new(0)),
+        ),
     };
-    if let Capabilities::Granted(grants, _) = caps {
+    if let Capabilities::Granted(grants, _, _) = caps {
         for name in &grants.env {
             if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
                 wasi.env(name, value);
@@ -223,6 +260,7 @@ pub fn new_store(
                     dir.host.display()
                 );
             }
+            descriptors.preopen().map_err(anyhow::Error::msg)?;
             let perms = match dir.mode {
                 DirMode::ReadOnly => FsPerms::ReadOnly,
                 DirMode::ReadWrite => FsPerms::ReadWrite,
@@ -248,6 +286,7 @@ pub fn new_store(
         config: "{}".into(),
         http: WasiHttpCtx::new(),
         network,
+        descriptors,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
