@@ -11,6 +11,7 @@
 //! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
 //! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
 //! - [`descriptors`]: host descriptors held for calls, bounded per call and host-wide.
+//! - [`host_memory`]: what the host holds for a call (HTTP objects), counted against its memory limit.
 //! - [`output`]: the guest's log, stdout and stderr, into the host log, line-budgeted.
 //! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
 //! - [`tools`]: tool specs: name rules, schemas, argument validation.
@@ -32,6 +33,7 @@ pub mod error;
 pub mod grants;
 pub mod hook_call;
 pub mod hook_settings;
+pub mod host_memory;
 pub mod http;
 pub mod loader;
 pub mod network;

@@ -9,6 +9,7 @@ mod descriptors;
 mod examples;
 mod hook_examples;
 mod hooks;
+mod host_memory;
 mod languages;
 mod llm_faults;
 mod loading;

@@ -17,6 +17,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::descriptors::{CallDescriptors, DescriptorBudget};
 use super::grants::{DirMode, Grants, Limits};
+use super::host_memory::{CallCharges, CallMemory};
 use super::http::NetworkAccess;
 use super::output::{CallLog, GuestOutput};
 use super::secrets::Secrets;
@@ -38,6 +39,10 @@ pub struct PluginState {
     network: NetworkAccess,
     /// The host descriptors the call holds.
     descriptors: CallDescriptors,
+    /// Its memory limit, shared by linear memory and what the host holds.
+    memory: Arc<CallMemory>,
+    /// What the host holds for it until it ends.
+    charges: CallCharges,
 }
 
 /// How often a paused deadline is looked at again.
@@ -146,6 +151,14 @@ impl WasiHttpView for PluginState {
 }
 
 impl PluginState {
+    pub(super) fn memory(&self) -> Arc<CallMemory> {
+        self.memory.clone()
+    }
+
+    pub(super) fn charges(&mut self) -> &mut CallCharges {
+        &mut self.charges
+    }
+
     /// The call's filesystem, and the count of what it has open.
     pub(super) fn filesystem_and_descriptors(
         &mut self,
@@ -185,7 +198,7 @@ impl PluginState {
     pub fn breach(&self) -> Option<Breach> {
         if self.timed_out {
             Some(Breach::Deadline)
-        } else if self.limiter.breached {
+        } else if self.limiter.breached || self.memory.host_breached() {
             Some(Breach::Memory)
         } else if self.log.breached() {
             Some(Breach::LogLines)
@@ -204,9 +217,10 @@ pub enum Capabilities<'a> {
     Granted(&'a Grants, &'a Arc<Secrets>, &'a Arc<DescriptorBudget>),
 }
 
-/// Most WASI resources (open files, streams, pollables) one call may hold;
-/// each costs host memory that the guest's memory limit does not count.
-const MAX_RESOURCES: usize = 4096;
+/// Most WASI resources (open files, streams, pollables, HTTP objects) one
+/// call may hold at once: each entry costs host memory besides what
+/// [`super::host_memory`] counts.
+pub const MAX_RESOURCES: usize = 4096;
 
 /// A fresh store for one call of `plugin`, stopped at `deadline`.
 pub fn new_store(
@@ -223,6 +237,7 @@ pub fn new_store(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
+    let memory = CallMemory::new(limits.memory_bytes);
     let (network, mut descriptors) = match caps {
         Capabilities::Granted(grants, secrets, budget) => (
             NetworkAccess::new(
@@ -230,6 +245,7 @@ pub fn new_store(
                 grants.network.clone(),
                 secrets.clone(),
                 budget.clone(),
+                memory.clone(),
             ),
             CallDescriptors::new(plugin.clone(), limits.open_files, budget.clone()),
         ),
@@ -240,6 +256,7 @@ pub fn new_store(
                 Arc::default(),
                 Arc::default(),
                 DescriptorBudget::new(0),
+                memory.clone(),
             ),
             CallDescriptors::new(plugin.clone(), 0, DescriptorBudget::new(0)),
         ),
@@ -278,7 +295,7 @@ pub fn new_store(
             table.set_max_capacity(MAX_RESOURCES);
             table
         },
-        limiter: MemoryLimiter::new(limits.memory_bytes),
+        limiter: MemoryLimiter::new(memory.clone()),
         log,
         deadline,
         timed_out: false,
@@ -287,6 +304,8 @@ pub fn new_store(
         http: WasiHttpCtx::new(),
         network,
         descriptors,
+        memory,
+        charges: CallCharges::default(),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -335,20 +354,19 @@ pub async fn until_deadline<T>(
     })
 }
 
-/// Caps the linear memory of all memories of one instance together.
+/// Caps the linear memory of all memories of one instance together, and
+/// what the host holds for the call (see [`super::host_memory`]).
 struct MemoryLimiter {
-    limit: u64,
-    used: u64,
+    memory: Arc<CallMemory>,
     /// Growth granted by `memory_growing` but not yet known to have happened.
     pending: u64,
     breached: bool,
 }
 
 impl MemoryLimiter {
-    fn new(limit: u64) -> Self {
+    fn new(memory: Arc<CallMemory>) -> Self {
         Self {
-            limit,
-            used: 0,
+            memory,
             pending: 0,
             breached: false,
         }
@@ -363,14 +381,13 @@ impl ResourceLimiter for MemoryLimiter {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let grow = desired.saturating_sub(current) as u64;
-        if self.used.saturating_add(grow) > self.limit {
+        if !self.memory.grow_linear(grow) {
             // Stop the guest here rather than hand it a failed allocation that
             // some languages would swallow and some would turn into a vague
             // trap later.
             self.breached = true;
             return Err(wasmtime::Error::msg("memory limit exceeded"));
         }
-        self.used += grow;
         self.pending = grow;
         Ok(true)
     }
@@ -378,7 +395,7 @@ impl ResourceLimiter for MemoryLimiter {
     fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
         // The growth was refused later (e.g. past the memory's own maximum):
         // it did not happen, so it does not count.
-        self.used -= std::mem::take(&mut self.pending);
+        self.memory.undo_linear(std::mem::take(&mut self.pending));
         Ok(())
     }
 
