@@ -217,6 +217,22 @@ pub fn add_to_linker(linker: &mut Linker<PluginState>) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    /// The wrapper must replace wasmtime-wasi's `open-at`, not add one of a
+    /// WASI version no guest resolves to: defining it again without
+    /// shadowing fails only if it is there.
+    #[test]
+    fn open_at_of_the_linked_wasi_version_is_the_one_replaced() {
+        let engine = wasmtime::Engine::new(&super::super::engine::compile_config()).unwrap();
+        let mut linker = Linker::<PluginState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+        let defined_again = linker
+            .instance(FILESYSTEM_TYPES)
+            .unwrap()
+            .func_wrap("[method]descriptor.open-at", |_, (): ()| Ok(()));
+        assert!(defined_again.is_err(), "{FILESYSTEM_TYPES} is not linked");
+        add_to_linker(&mut linker).unwrap();
+    }
+
     #[test]
     fn the_budget_gives_out_its_limit_and_takes_slots_back_when_dropped() {
         let budget = DescriptorBudget::new(2);

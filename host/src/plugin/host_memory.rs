@@ -293,6 +293,32 @@ pub fn add_to_linker(linker: &mut Linker<PluginState>) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    /// The wrappers must replace wasmtime-wasi-http's functions, not add
+    /// ones of a version no guest resolves to.
+    #[test]
+    fn the_functions_of_the_linked_wasi_http_version_are_the_ones_replaced() {
+        let engine = wasmtime::Engine::new(&super::super::engine::compile_config()).unwrap();
+        let mut linker = Linker::<PluginState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).unwrap();
+        for name in [
+            "[constructor]fields",
+            "[static]fields.from-list",
+            "[method]fields.set",
+            "[method]fields.append",
+            "[method]fields.clone",
+            "[method]outgoing-request.body",
+            "[method]outgoing-response.body",
+        ] {
+            let defined_again = linker
+                .instance(HTTP_TYPES)
+                .unwrap()
+                .func_wrap(name, |_, (): ()| Ok(()));
+            assert!(defined_again.is_err(), "{HTTP_TYPES} has no {name}");
+        }
+        add_to_linker(&mut linker).unwrap();
+    }
+
     #[test]
     fn linear_memory_and_host_charges_share_one_limit() {
         let memory = CallMemory::new(100);
