@@ -29,7 +29,7 @@ use crate::plugin::{Runtime, RuntimeConfig};
 )]
 pub struct Cli {
     /// wasmclaw's folder (plugins, cache); default ~/.wasmclaw.
-    #[arg(long, global = true, env = "WASMCLAW_HOME", value_name = "DIR")]
+    #[arg(long, global = true, env = crate::home::HOME_VAR, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// The plugin directory; default HOME/plugins.
     #[arg(long, global = true, value_name = "DIR")]
@@ -137,7 +137,7 @@ impl Cli {
 }
 
 /// The runtime as the binary uses it: cache under the home folder, cache
-/// misses compiled in a child process.
+/// misses compiled in a child process, the home out of every grant's reach.
 pub fn runtime(home: &Home) -> Result<Runtime> {
     let compiler = match std::env::current_exe() {
         Ok(exe) => Compiler::Subprocess(exe),
@@ -148,8 +148,27 @@ pub fn runtime(home: &Home) -> Result<Runtime> {
         cache_dir: Some(home.cache_dir()),
         compiler,
         secrets: Arc::new(secrets),
+        protected: home.protected(),
         ..RuntimeConfig::default()
     })
+}
+
+/// Makes a write to a closed pipe (`wasmclaw plugins list | head`) end the
+/// process quietly, with success: the reader has taken what it wanted. Every
+/// `print!`, `println!` and `eprintln!` of the command line reports such a
+/// write by panicking with "failed printing to stdout: Broken pipe"; this
+/// hook, installed once at the start, turns that panic into an exit, for
+/// every output path at once, and leaves every other panic to the default
+/// hook.
+pub fn exit_quietly_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or_default();
+        if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// Log to stderr; plugin output is at info under the `plugin` target.
@@ -166,4 +185,45 @@ pub fn init_tracing(verbose: u8) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clap::CommandFactory;
+
+    use super::*;
+    use crate::plugin::Grants;
+
+    fn env_vars(command: &clap::Command, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            out.extend(arg.get_env().map(|v| v.to_string_lossy().into_owned()));
+        }
+        for sub in command.get_subcommands() {
+            env_vars(sub, out);
+        }
+    }
+
+    /// Every variable the command line and the providers read is one that no
+    /// grant may pass to a plugin: a new one cannot be missed.
+    #[test]
+    fn no_grant_may_pass_a_variable_the_host_reads() {
+        let mut names = Vec::new();
+        env_vars(&Cli::command(), &mut names);
+        names.extend(crate::llm::PROVIDER_ENV.map(String::from));
+        for expected in ["WASMCLAW_HOME", "WASMCLAW_MODEL", "WASMCLAW_API_TOKEN"] {
+            assert!(names.iter().any(|n| n == expected), "{names:?}");
+        }
+        for name in names {
+            let err = Grants::parse(
+                &format!("env = [{name:?}]\n"),
+                Path::new("/p/x.toml"),
+                &[],
+                &Secrets::default(),
+            )
+            .unwrap_err();
+            assert!(err.contains("which a plugin never gets"), "{name}: {err}");
+        }
+    }
 }

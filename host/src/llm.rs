@@ -73,6 +73,22 @@ impl std::fmt::Debug for ProviderConfig {
 }
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The environment variables the providers read: each one's base URL and key.
+pub const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
+pub const OPENAI_API_KEY_VAR: &str = "OPENAI_API_KEY";
+pub const ANTHROPIC_BASE_URL_VAR: &str = "ANTHROPIC_BASE_URL";
+pub const ANTHROPIC_API_KEY_VAR: &str = "ANTHROPIC_API_KEY";
+
+/// Every environment variable a provider reads: the host's own settings,
+/// which no plugin's grants may pass through.
+pub const PROVIDER_ENV: [&str; 4] = [
+    OPENAI_BASE_URL_VAR,
+    OPENAI_API_KEY_VAR,
+    ANTHROPIC_BASE_URL_VAR,
+    ANTHROPIC_API_KEY_VAR,
+];
+
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 
@@ -99,14 +115,14 @@ impl ProviderConfig {
         let (kind, url_var, key_var, default_url) = match prefix {
             "openai" => (
                 ProviderKind::OpenAi,
-                "OPENAI_BASE_URL",
-                "OPENAI_API_KEY",
+                OPENAI_BASE_URL_VAR,
+                OPENAI_API_KEY_VAR,
                 OPENAI_BASE_URL,
             ),
             "anthropic" => (
                 ProviderKind::Anthropic,
-                "ANTHROPIC_BASE_URL",
-                "ANTHROPIC_API_KEY",
+                ANTHROPIC_BASE_URL_VAR,
+                ANTHROPIC_API_KEY_VAR,
                 ANTHROPIC_BASE_URL,
             ),
             "scripted" => (ProviderKind::Scripted, "", "", ""),

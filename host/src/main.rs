@@ -1,6 +1,7 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    wasmclaw::cli::exit_quietly_on_broken_pipe();
     let cli = wasmclaw::cli::Cli::parse();
     wasmclaw::cli::init_tracing(cli.verbose);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -10,10 +11,10 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(cli.run()) {
         Ok(code) => code,
         Err(e) => {
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("error: {e:#}");
-            }
+            // Not `eprintln!`: on a closed stderr it would end the process
+            // quietly with success, and this is a failure.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

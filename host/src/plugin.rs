@@ -9,6 +9,8 @@
 //! - [`engine`]: the one wasmtime engine (pooling allocator, epoch ticker).
 //! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
 //! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
+//! - [`protected`]: the host's own paths, which no directory grant reaches.
+//! - [`env_grant`]: the environment variables a grant may pass through.
 //! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
 //! - [`descriptors`]: host descriptors held for calls, bounded per call and host-wide.
 //! - [`host_memory`]: what the host holds for a call (HTTP objects), counted against its memory limit.
@@ -29,6 +31,7 @@ pub mod call;
 pub mod catalog;
 pub mod descriptors;
 pub mod engine;
+pub mod env_grant;
 pub mod error;
 pub mod grants;
 pub mod hook_call;
@@ -38,6 +41,7 @@ pub mod http;
 pub mod loader;
 pub mod network;
 pub mod output;
+pub mod protected;
 pub mod sandbox;
 pub mod secrets;
 pub mod spawn;

@@ -18,6 +18,7 @@
 //!
 //! # The file
 //!
+//! The file and its `-wal` and `-shm` files are its owner's only (0600).
 //! The database runs in WAL mode with `synchronous=NORMAL`, a 5 s busy timeout
 //! and foreign keys on; the write-ahead log is checkpointed by a thread of its
 //! own, so no commit waits for the disk. Its schema is versioned with `PRAGMA user_version`:
@@ -26,6 +27,7 @@
 
 mod checkpoint;
 mod event_log;
+mod owner_only;
 mod tree;
 
 use std::fmt;
@@ -173,6 +175,7 @@ impl Store {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
+        owner_only::prepare(path)?;
         let mut store = Store::setup(Connection::open(path)?)?;
         // Checkpoints happen on a thread of their own, not in a commit.
         {

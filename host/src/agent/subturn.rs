@@ -21,7 +21,7 @@
 //!   by an ancestor's hard interrupt has no result to deliver.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -34,6 +34,7 @@ use super::turn::{Turn, TurnSpec};
 use super::{Agent, TurnOutcome};
 use crate::llm::ToolDef;
 use crate::plugin::spawn::SubTurnSpawner;
+use crate::plugin::tools::Tool;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::{Delivery, EventBody, SpawnMode, SubTurnRequest, TurnStatus};
 
@@ -105,6 +106,18 @@ pub fn builtin_tools() -> Vec<ToolDef> {
             parameters,
         },
     ]
+}
+
+/// A built-in tool by name, with its schema's validator: what a hook's
+/// rewrite of a call to it is checked against.
+pub fn builtin_tool(name: &str) -> Option<&'static Tool> {
+    static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
+        builtin_tools()
+            .into_iter()
+            .map(|def| Tool::builtin(&def.name, &def.description, def.parameters))
+            .collect()
+    });
+    TOOLS.iter().find(|tool| tool.name == name)
 }
 
 /// What a turn hands down to the children it starts.

@@ -197,10 +197,14 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         scope: &scope,
         ctx: parent.call_context(&call.id),
     };
-    // A rewrite is checked against the schema of the tool as it is now.
-    let check = |arguments: &str| match agent.plugins.catalog().tool(&call.name) {
-        Some((_, tool)) => tool.check_arguments(arguments),
-        None => Ok(()),
+    // A rewrite is checked against the schema of the tool the call goes to
+    // (a built-in, or a plugin's tool as it is now).
+    let check = |arguments: &str| match subturn::builtin_tool(&call.name) {
+        Some(tool) => tool.check_arguments(arguments),
+        None => match agent.plugins.catalog().tool(&call.name) {
+            Some((_, tool)) => tool.check_arguments(arguments),
+            None => Ok(()),
+        },
     };
     let arguments = match hooks
         .before_tool(&hs, &call.name, &call.arguments, check)

@@ -11,7 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS};
 use crate::bus::{Delivery, EventBus, Filter, Received};
-use crate::home::Home;
+use crate::home::{Home, HomeLock};
 use crate::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use crate::plugin::Plugins;
 use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
@@ -75,14 +75,16 @@ pub fn chain(args: &AgentArgs) -> Result<Chain> {
     Ok(Chain::new(providers, RetryPolicy::default()))
 }
 
-/// The agent with everything it needs: plugins loaded, store open, the event
-/// log writing.
+/// The agent with everything it needs: the home locked for this process,
+/// plugins loaded, store open, the event log writing. The lock is held as
+/// long as the returned [`HomeLock`] lives.
 pub async fn start(
     home: &Home,
     plugin_dir: &Path,
     args: &AgentArgs,
-) -> Result<(Arc<Agent>, EventLog)> {
+) -> Result<(Arc<Agent>, EventLog, HomeLock)> {
     let chain = chain(args)?;
+    let lock = home.lock()?;
     let store = Store::open(&home.sessions_db())?;
     let bus = EventBus::new(store.last_seq().context("reading the event log")?);
     let log = EventLog::spawn(store.clone(), bus.subscribe_all_lossless());
@@ -93,7 +95,7 @@ pub async fn start(
         ..AgentConfig::default()
     };
     let agent = Agent::new(plugins, Arc::new(chain), bus, store, config);
-    Ok((Arc::new(agent), log))
+    Ok((Arc::new(agent), log, lock))
 }
 
 pub(super) fn session_key(args: &AgentArgs, kind: &str) -> String {
@@ -113,7 +115,7 @@ pub async fn run(
     events: bool,
     message: &str,
 ) -> Result<ExitCode> {
-    let (agent, log) = start(home, plugin_dir, args).await?;
+    let (agent, log, _home) = start(home, plugin_dir, args).await?;
     let mut sub = agent.bus().subscribe(Filter::default(), Delivery::Lossless);
     agent.announce_plugins();
     let session = session_key(args, "run");

@@ -27,7 +27,7 @@ pub async fn chat(
     args: &AgentArgs,
     live: bool,
 ) -> Result<ExitCode> {
-    let (agent, log) = start(home, plugin_dir, args).await?;
+    let (agent, log, _home) = start(home, plugin_dir, args).await?;
     agent.announce_plugins();
     let _watch = agent.watch_plugins()?;
     let session = session_key(args, "chat");

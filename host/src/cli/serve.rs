@@ -57,7 +57,7 @@ pub async fn serve(home: &Home, plugin_dir: &Path, args: &ServeArgs) -> Result<E
             token
         }
     };
-    let (agent, log) = super::agent::start(home, plugin_dir, &args.agent).await?;
+    let (agent, log, _home) = super::agent::start(home, plugin_dir, &args.agent).await?;
     agent.announce_plugins();
     let _watch = agent.watch_plugins()?;
     let scheduler = Scheduler::new(

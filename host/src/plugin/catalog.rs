@@ -283,8 +283,10 @@ impl Plugins {
     }
 }
 
-/// `*.wasm` files directly in `dir`, sorted; hidden files are skipped (editors
-/// and copy tools write temporary files there).
+/// `*.wasm` entries directly in `dir`, sorted; hidden files are skipped
+/// (editors and copy tools write temporary files there). Entries that are
+/// not files (a directory named `x.wasm`) are listed too: loading them
+/// fails with the reason, like any other bad file.
 fn list_wasm_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -297,7 +299,6 @@ fn list_wasm_files(dir: &Path) -> Vec<PathBuf> {
                 && !p
                     .file_name()
                     .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                && p.is_file()
         })
         .collect();
     files.sort();

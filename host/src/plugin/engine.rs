@@ -22,6 +22,7 @@ use super::bindings::ToolAndHookPlugin;
 use super::cache::{CompileCache, Compiler};
 use super::descriptors::DescriptorBudget;
 use super::grants::MAX_MEMORY_MIB;
+use super::protected::Protected;
 use super::sandbox::PluginState;
 use super::secrets::Secrets;
 
@@ -42,9 +43,9 @@ pub struct RuntimeConfig {
     pub compiler: Compiler,
     /// Plugin instances alive at once (all sessions, tools and hooks).
     pub max_instances: u32,
-    /// Folders of the host's own that no grant may reach, besides the cache
+    /// Paths of the host's own that no grant may reach, besides the cache
     /// and each plugin's own directory, which are always protected.
-    pub protected_dirs: Vec<std::path::PathBuf>,
+    pub protected: Vec<Protected>,
     /// The operator's secrets, which grants' credentials name.
     pub secrets: Arc<Secrets>,
     /// Descriptors all plugin calls may hold together; `None`: half the
@@ -58,7 +59,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             compiler: Compiler::InProcess,
             max_instances: 1000,
-            protected_dirs: Vec::new(),
+            protected: Vec::new(),
             secrets: Arc::default(),
             max_descriptors: None,
         }
@@ -76,7 +77,7 @@ struct Inner {
     engine: Engine,
     linker: Linker<PluginState>,
     cache: CompileCache,
-    protected_dirs: Vec<std::path::PathBuf>,
+    protected: Vec<Protected>,
     secrets: Arc<Secrets>,
     descriptors: Arc<DescriptorBudget>,
     _ticker: EpochTicker,
@@ -114,8 +115,14 @@ impl Runtime {
         super::host_memory::add_to_linker(&mut linker)?;
         ToolAndHookPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
 
-        let mut protected_dirs = config.protected_dirs;
-        protected_dirs.extend(config.cache_dir.clone());
+        let mut protected = config.protected;
+        protected.extend(config.cache_dir.as_ref().map(|dir| {
+            Protected::new(
+                dir,
+                "the compile cache",
+                "the host runs the code it holds without checking it again",
+            )
+        }));
         let cache = CompileCache::new(config.cache_dir, config.compiler);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -123,7 +130,7 @@ impl Runtime {
                 engine,
                 linker,
                 cache,
-                protected_dirs,
+                protected,
                 secrets: config.secrets,
                 descriptors: match config.max_descriptors {
                     Some(n) => DescriptorBudget::new(n),
@@ -154,9 +161,9 @@ impl Runtime {
         &self.inner.descriptors
     }
 
-    /// Folders no grant may overlap.
-    pub fn protected_dirs(&self) -> &[std::path::PathBuf] {
-        &self.inner.protected_dirs
+    /// Paths no grant may overlap.
+    pub fn protected(&self) -> &[Protected] {
+        &self.inner.protected
     }
 }
 

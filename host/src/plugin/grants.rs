@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::hook_settings::{FailMode, HookSettings, HookSettingsToml};
 use super::network::{CredentialToml, NetworkGrant, NetworkToml};
+use super::protected::{Protected, overlap};
 use super::secrets::Secrets;
 
 /// The largest memory limit a grant may ask for. The pooling allocator reserves
@@ -185,11 +186,12 @@ impl Grants {
 
     /// Reads the sidecar of `wasm`; no sidecar means no capabilities.
     /// Errors name the file, the field and what was expected. No directory
-    /// grant may overlap `protected` (the host's own folders: a plugin that
-    /// could write there could grant itself anything).
+    /// grant may overlap `protected` (the host's own paths: a plugin that
+    /// could read or write there could read the operator's secrets or grant
+    /// itself anything), whether or not they exist yet.
     pub fn for_plugin(
         wasm: &Path,
-        protected: &[PathBuf],
+        protected: &[Protected],
         secrets: &Secrets,
     ) -> Result<Grants, String> {
         let sidecar = Self::sidecar_of(wasm);
@@ -205,7 +207,7 @@ impl Grants {
     pub fn parse(
         text: &str,
         file: &Path,
-        protected: &[PathBuf],
+        protected: &[Protected],
         secrets: &Secrets,
     ) -> Result<Grants, String> {
         let at = |msg: String| format!("{}: {msg}", file.display());
@@ -213,19 +215,7 @@ impl Grants {
         let base = file.parent().unwrap_or(Path::new("."));
 
         for name in &toml.env {
-            if name.is_empty() || name.contains('=') || name.contains('\0') {
-                return Err(at(format!(
-                    "env: {name:?} is not an environment variable name"
-                )));
-            }
-            if name
-                .to_ascii_uppercase()
-                .starts_with(super::secrets::ENV_PREFIX)
-            {
-                return Err(at(format!(
-                    "env: {name:?} holds a secret, which a plugin never gets; name it in [[credentials]] instead"
-                )));
-            }
+            super::env_grant::check(name).map_err(|e| at(format!("env: {e}")))?;
         }
 
         let mut dirs = Vec::new();
@@ -251,16 +241,12 @@ impl Grants {
                     host.display()
                 )));
             }
-            let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
-            for own in protected.iter().filter_map(|p| p.canonicalize().ok()) {
-                if overlaps(&host, &own) {
-                    return Err(at(format!(
-                        "{field}.host: {} overlaps wasmclaw's own folder {}; grant a directory outside it",
-                        host.display(),
-                        own.display()
-                    )));
-                }
+            if let Some(why) = overlap(&host, protected) {
+                return Err(at(format!(
+                    "{field}.host: {why}; grant a directory outside it"
+                )));
             }
+            let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
             if let Some((j, other)) = dirs
                 .iter()
                 .enumerate()
@@ -396,14 +382,14 @@ mod tests {
         let err = Grants::parse(
             &dir_grant(&data, "/d"),
             Path::new("/p/demo.toml"),
-            std::slice::from_ref(&plugins),
+            &[Protected::plugin_dir(&plugins)],
             &Secrets::default(),
         )
         .unwrap_err();
         assert_eq!(
             err,
             format!(
-                "/p/demo.toml: dirs[0].host: {} overlaps wasmclaw's own folder {}; grant a directory outside it",
+                "/p/demo.toml: dirs[0].host: {} contains the plugin directory ({}): a plugin that reaches it could replace plugins and rewrite their grants; grant a directory outside it",
                 data.display(),
                 plugins.display()
             )

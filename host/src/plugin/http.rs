@@ -226,6 +226,11 @@ async fn send(
     })?;
     let mut headers = parts.headers;
     headers.remove(http::header::HOST);
+    // Hop-by-hop: how the answer travels is the host's to choose. A guest's
+    // `TE` could ask for a transfer coding that hides a credential from the
+    // scrub.
+    headers.remove(http::header::TE);
+    headers.remove(http::header::TRANSFER_ENCODING);
     let mut scrub: Vec<Vec<u8>> = Vec::new();
     // A credential travels only encrypted, or to an address the operator
     // named (a test server on loopback).
@@ -275,14 +280,10 @@ async fn send(
         .map_err(|e| request_error(&origin_text, ip, grant, &e))?;
 
     if !scrub.is_empty()
-        && response
-            .headers()
-            .get(http::header::CONTENT_ENCODING)
-            .is_some_and(|e| e.as_bytes() != b"identity")
+        && let Some(why) = not_plain(response.status(), response.headers())
     {
         return Err(format!(
-            "the response from {origin_text} is encoded ({:?}), so the credential could not be removed from it; it was not passed on",
-            response.headers()[http::header::CONTENT_ENCODING]
+            "the response from {origin_text} is {why}, so the credential could not be removed from it; it was not passed on"
         ));
     }
     let limit = grant.max_response_bytes;
@@ -349,6 +350,35 @@ impl AsRef<[u8]> for Held {
     }
 }
 
+/// Why the body of an answer is not the plain bytes the scrub reads, if it
+/// is not: a content coding other than `identity` in any `Content-Encoding`
+/// line (each a comma list), a transfer coding other than `chunked` (which
+/// the client undoes), or a partial answer.
+fn not_plain(status: http::StatusCode, headers: &http::HeaderMap) -> Option<String> {
+    let codings = |name: &http::HeaderName, plain: &[&str]| {
+        let all: Vec<String> = headers
+            .get_all(name)
+            .iter()
+            .flat_map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .split(',')
+                    .map(|c| c.trim().to_ascii_lowercase())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|c| !c.is_empty())
+            .collect();
+        all.iter()
+            .any(|c| !plain.contains(&c.as_str()))
+            .then(|| format!("encoded ({name}: {})", all.join(", ")))
+    };
+    codings(&http::header::CONTENT_ENCODING, &["identity"])
+        .or_else(|| codings(&http::header::TRANSFER_ENCODING, &["chunked", "identity"]))
+        .or_else(|| {
+            (status == http::StatusCode::PARTIAL_CONTENT)
+                .then(|| "partial (206 Partial Content)".to_string())
+        })
+}
+
 fn request_error(origin: &str, ip: IpAddr, grant: &NetworkGrant, e: &reqwest::Error) -> String {
     if e.is_timeout() {
         format!(
@@ -390,6 +420,44 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_coding_of_every_header_line_is_considered() {
+        let headers = |pairs: &[(&str, &str)]| {
+            let mut map = http::HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(
+                    http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    http::HeaderValue::from_str(value).unwrap(),
+                );
+            }
+            map
+        };
+        let ok = http::StatusCode::OK;
+        let check = |pairs: &[(&str, &str)]| not_plain(ok, &headers(pairs));
+        assert_eq!(check(&[]), None);
+        assert_eq!(check(&[("content-encoding", "identity")]), None);
+        assert_eq!(check(&[("transfer-encoding", "chunked")]), None);
+        assert_eq!(
+            check(&[
+                ("content-encoding", "identity"),
+                ("content-encoding", "gzip")
+            ]),
+            Some("encoded (content-encoding: identity, gzip)".into())
+        );
+        assert_eq!(
+            check(&[("content-encoding", "identity, br")]),
+            Some("encoded (content-encoding: identity, br)".into())
+        );
+        assert_eq!(
+            check(&[("transfer-encoding", "gzip, chunked")]),
+            Some("encoded (transfer-encoding: gzip, chunked)".into())
+        );
+        assert_eq!(
+            not_plain(http::StatusCode::PARTIAL_CONTENT, &headers(&[])),
+            Some("partial (206 Partial Content)".into())
+        );
+    }
 
     #[test]
     fn every_occurrence_is_replaced() {

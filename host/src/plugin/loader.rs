@@ -22,6 +22,7 @@ use super::cache::CacheOutcome;
 use super::call::describe_failure;
 use super::engine::Runtime;
 use super::grants::Grants;
+use super::protected::Protected;
 use super::sandbox::{Capabilities, Deadline, PluginState, new_store, until_deadline};
 use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
@@ -92,14 +93,31 @@ pub fn plugin_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// A plugin is one regular file (or a link to one): a directory or a
+/// device named `x.wasm` is refused before anything reads it.
+fn check_file_type(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    if meta.is_dir() {
+        return Err(
+            "a directory, not a component file: a plugin is one NAME.wasm file; move the directory out of the plugin directory or rename it"
+                .into(),
+        );
+    }
+    if !meta.is_file() {
+        return Err("not a regular file: a plugin is one NAME.wasm file".into());
+    }
+    Ok(())
+}
+
 /// Loads `path`; the error is the reason, without the file name (the caller
 /// reports both).
 pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
     let name: Arc<str> = plugin_name(path).into();
+    check_file_type(path)?;
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read the file: {e}"))?;
     check_header(&bytes)?;
-    let mut protected = runtime.protected_dirs().to_vec();
-    protected.extend(path.parent().map(Path::to_path_buf));
+    let mut protected = runtime.protected().to_vec();
+    protected.extend(path.parent().map(Protected::plugin_dir));
     let grants = Grants::for_plugin(path, &protected, runtime.secrets())?;
 
     let rt = runtime.clone();

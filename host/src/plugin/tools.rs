@@ -33,6 +33,14 @@ impl std::fmt::Debug for Tool {
     }
 }
 
+/// The names of the host's built-in tools, which no plugin tool may take:
+/// the model would see two tools of one name, and a call would reach only
+/// one of them.
+pub const RESERVED_TOOL_NAMES: [&str; 2] = [
+    crate::agent::subturn::SPAWN,
+    crate::agent::subturn::SUBAGENT,
+];
+
 /// Whether the OpenAI and Anthropic APIs accept `name` as a tool name:
 /// `^[a-zA-Z0-9_-]{1,64}$`.
 pub fn is_valid_tool_name(name: &str) -> bool {
@@ -57,6 +65,12 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
         if !is_valid_tool_name(&name) {
             return Err(format!(
                 "tool name {name:?} is not accepted by model APIs: use 1 to 64 of a-z, A-Z, 0-9, '_' and '-'"
+            ));
+        }
+        if RESERVED_TOOL_NAMES.contains(&name.as_str()) {
+            return Err(format!(
+                "tool name {name:?} is reserved: the host's built-in tools ({}) cannot be offered by a plugin; rename it",
+                RESERVED_TOOL_NAMES.join(", ")
             ));
         }
         if !seen.insert(name.clone()) {
@@ -85,6 +99,21 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
 }
 
 impl Tool {
+    /// A tool of the host's own, whose schema is part of the host.
+    ///
+    /// # Panics
+    /// If `schema` is not a valid JSON Schema.
+    pub fn builtin(name: &str, description: &str, schema: Value) -> Tool {
+        let validator =
+            jsonschema::validator_for(&schema).expect("a built-in tool's schema is valid");
+        Tool {
+            name: name.to_string(),
+            description: description.to_string(),
+            input_schema: schema,
+            validator: Arc::new(validator),
+        }
+    }
+
     /// Parses and validates call arguments; the error names the failing
     /// fields, for the model to correct.
     pub fn check_arguments(&self, arguments: &str) -> Result<(), ToolError> {
@@ -154,6 +183,20 @@ mod tests {
         assert!(!is_valid_tool_name(""));
         assert!(!is_valid_tool_name("has space"));
         assert!(!is_valid_tool_name("dot.ted"));
+    }
+
+    #[test]
+    fn the_built_in_tools_names_are_reserved() {
+        for name in ["spawn", "subagent"] {
+            let err = validate_specs(vec![spec("ok", ADD), spec(name, ADD)]).unwrap_err();
+            assert_eq!(
+                err,
+                format!(
+                    "tool name \"{name}\" is reserved: the host's built-in tools (spawn, subagent) cannot be offered by a plugin; rename it"
+                )
+            );
+        }
+        assert!(validate_specs(vec![spec("spawner", ADD)]).is_ok());
     }
 
     #[test]
