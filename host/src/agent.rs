@@ -7,6 +7,7 @@
 //! - [`subturn`]: child turns (sub-agents): limits, running, delivery.
 //! - [`budget`]: what a turn and its tree have used (tokens, SubTurns
 //!   started), counted against their bounds.
+//! - [`refusals`]: the loop rule: a turn that repeats a refused tool call.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the model chain,
 //! the event bus and the session store. Front ends submit turns to the
@@ -15,11 +16,13 @@
 
 pub mod budget;
 pub mod control;
+pub mod refusals;
 pub mod subturn;
 pub mod tools;
 pub mod turn;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
@@ -44,10 +47,18 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     pub max_tokens: Option<u32>,
     pub subturns: subturn::SubTurnLimits,
+    /// Identical refused tool calls (same tool, same arguments) that end a
+    /// turn with an error; 0: no limit.
+    pub max_repeated_refusals: u32,
+    /// After a graceful interrupt, how long a model call may stay silent (no
+    /// first chunk, no next one) before it is dropped.
+    pub wind_down_idle: Duration,
 }
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 50;
 pub const DEFAULT_TOOL_CONCURRENCY: usize = 8;
+pub const DEFAULT_MAX_REPEATED_REFUSALS: u32 = 3;
+pub const DEFAULT_WIND_DOWN_IDLE: Duration = Duration::from_secs(5);
 
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -57,6 +68,8 @@ impl Default for AgentConfig {
             system_prompt: None,
             max_tokens: None,
             subturns: subturn::SubTurnLimits::default(),
+            max_repeated_refusals: DEFAULT_MAX_REPEATED_REFUSALS,
+            wind_down_idle: DEFAULT_WIND_DOWN_IDLE,
         }
     }
 }

@@ -203,3 +203,30 @@ async fn ctrl_c_twice_stops_a_spinning_plugin_and_the_chat_goes_on() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_text_of_a_reply_cut_and_retried_is_marked_void() {
+    let fox = "The quick brown fox jumps over the lazy dog.";
+    let fake = FakeModel::start([Reply::CutMidStream, Reply::text(fox)]).await;
+    let mut chat = Chat::start(&fake).await;
+    chat.type_line("the fox?").await;
+    chat.wait_for(fox).await;
+    let (code, lines) = chat.finish().await;
+    assert_eq!(code, 0);
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    assert_eq!(
+        [&lines[0], &lines[1], &lines[3], &lines[4]],
+        [
+            "> This reply is cut off be",
+            "  [↑ void: that reply failed; the text above is not the answer]",
+            fox,
+            "> "
+        ]
+    );
+    assert!(
+        lines[2].starts_with("  [openai:m: the connection was cut mid-stream: ")
+            && lines[2].ends_with("; trying openai:m in 500 ms]"),
+        "{}",
+        lines[2]
+    );
+}

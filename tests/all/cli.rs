@@ -113,7 +113,8 @@ fn call_prints_the_result_and_fails_with_the_error() {
     assert_eq!(code, 1);
     assert_eq!(
         err,
-        "error: invalid-input: invalid arguments for add: \"b\" is a required property\n"
+        "error: invalid-input: invalid arguments for add: \"b\" is a required property; \
+         expected {\"a\": integer, \"b\": integer} (required: a, b; no other properties)\n"
     );
 }
 

@@ -245,17 +245,19 @@ async fn arguments_are_validated_before_the_plugin_runs() {
         .call(&ctx(), "add", r#"{"a":"two","b":2}"#)
         .await
         .unwrap_err();
+    // ... and says what the schema expects.
+    let expected = r#"expected {"a": integer, "b": integer} (required: a, b; no other properties)"#;
     assert_eq!(
         err,
         ToolError::new(
             ErrorKind::InvalidInput,
-            r#"invalid arguments for add: /a: "two" is not of type "integer""#
+            format!(r#"invalid arguments for add: /a: "two" is not of type "integer"; {expected}"#)
         )
     );
     let err = plugins.call(&ctx(), "add", "[1,2]").await.unwrap_err();
     assert_eq!(
         err.message,
-        r#"invalid arguments for add: [1,2] is not of type "object""#
+        format!(r#"invalid arguments for add: [1,2] is not of type "object"; {expected}"#)
     );
     let err = plugins.call(&ctx(), "nope", "{}").await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::NotFound);

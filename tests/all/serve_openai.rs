@@ -282,3 +282,73 @@ async fn the_openai_python_sdk_streamed_and_not() {
     assert_eq!(requests[2].body["messages"].as_array().unwrap().len(), 1);
     server.stop().await;
 }
+
+/// Runs `tests/python/openai_stream.py` against `server`.
+async fn run_stream_client(python: &Path, server: &TestServer) -> Value {
+    let script = repo().join("tests/python/openai_stream.py");
+    let run = tokio::process::Command::new(python)
+        .arg(&script)
+        .arg(server.at("/v1"))
+        .arg(TOKEN)
+        .env("NO_PROXY", "127.0.0.1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(LIMIT, run)
+        .await
+        .unwrap_or_else(|_| panic!("{} did not finish within {LIMIT:?}", script.display()))
+        .expect("running the Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the Python client failed ({}):\n{}{stdout}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("no JSON object ({e}):\n{stdout}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retried_stream_sends_the_answer_once_and_a_turn_at_its_limit_stops() {
+    let python = python();
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let fox = "The quick brown fox jumps over the lazy dog.";
+    let replies = [
+        // Cut after two thirds of "This reply is cut off before it ends.",
+        // then retried.
+        Reply::CutMidStream,
+        Reply::text(fox),
+        // Two turns of two iterations each: a tool round, then the answer
+        // on the last allowed call.
+        Reply::tool("call_1", "add", json!({ "a": 2, "b": 3 })),
+        Reply::text("5."),
+        Reply::tool("call_2", "add", json!({ "a": 3, "b": 4 })),
+        Reply::text("7."),
+    ];
+    let fake = FakeModel::start(replies).await;
+    let setup = Setup {
+        agent: wasmclaw::agent::AgentConfig {
+            max_iterations: 2,
+            ..Default::default()
+        },
+        ..Setup::default()
+    };
+    let server = TestServer::start(dir.load().await, vec![openai(&fake, "m", true)], setup).await;
+    let seen = run_stream_client(&python, &server).await;
+    let expected = json!({
+        // The failed attempt's text never reached the client: the reply's
+        // text is held until it is known good, then sent as it came.
+        "retried": {
+            "text": fox,
+            "deltas": ["The quick brow", "n fox jumps ove", "r the lazy dog."],
+            "finish_reasons": ["stop"],
+        },
+        // A complete answer, though the turn used its last iteration.
+        "limit": { "content": "5.", "finish_reason": "stop" },
+        "limit_streamed": { "text": "7.", "deltas": ["7", "."], "finish_reasons": ["stop"] },
+    });
+    assert_eq!(seen, expected);
+    assert_eq!(fake.requests().len(), 6);
+    server.stop().await;
+}

@@ -1048,6 +1048,8 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
         ("background", 1) => calls(vec![call("p2", "sleep", json!({"ms": 300}))]),
         ("background", _) => Reply::text("done"),
         ("slow job", _) => delayed(150, Reply::text("slow job finished")),
+        // Asked once more without tools after it asked for one anyway.
+        ("wind down", _) if c.body.get("tools").is_none() => Reply::text("wound down"),
         ("wind down", 0) => calls(vec![call("w1", "sleep", json!({"ms": 300}))]),
         ("wind down", 1) => calls(vec![call("w2", "subagent", json!({"task": "late"}))]),
         ("wind down", _) => Reply::text(c.tool_results().last().unwrap().to_string()),

@@ -58,6 +58,13 @@ pub enum Reply {
     Malformed,
     /// Waits (before sending anything), then answers with the inner reply.
     Delay(Duration, Box<Reply>),
+    /// Streamed: headers and the first part of a text reply (as
+    /// [`Reply::CutMidStream`]), then nothing more, with the connection
+    /// held open. Not streamed: nothing at all, the connection held open.
+    HangMidStream,
+    /// OpenAI streamed: a stream of only `data: [DONE]`. Otherwise: an empty
+    /// text reply.
+    OnlyDone,
 }
 
 impl Reply {
@@ -344,6 +351,11 @@ async fn handle(
         } => error_response(format, code, &message, retry_after),
         Reply::CutMidStream => cut(&ctx, stream),
         Reply::Malformed => malformed(&ctx, stream),
+        Reply::HangMidStream => hang(&ctx, stream),
+        Reply::OnlyDone => match (ctx.format, stream) {
+            (Format::OpenAi, true) => sse_response(vec!["data: [DONE]\n\n".into()], false),
+            _ => answer(&ctx, stream, "", &[]),
+        },
         Reply::Delay(..) => unreachable!("delays are unwrapped above"),
     }
 }
@@ -391,6 +403,32 @@ fn cut(ctx: &Ctx, stream: bool) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
     headers.insert(header::CONTENT_LENGTH, body.len().into());
+    response
+}
+
+/// The first part of a streamed text reply (nothing, not streamed), then
+/// the connection is held open with nothing more.
+fn hang(ctx: &Ctx, stream: bool) -> Response {
+    let mut events = if stream {
+        events(ctx, "This reply is cut off before it ends.", &[])
+    } else {
+        Vec::new()
+    };
+    events.truncate(match ctx.format {
+        Format::OpenAi => 3,
+        Format::Anthropic => 5,
+    });
+    let parts = futures_util::stream::iter(events.into_iter().map(|p| Ok(Bytes::from(p))))
+        .chain(futures_util::stream::pending::<Result<Bytes, std::io::Error>>());
+    let mut response = Response::new(Body::from_stream(parts));
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, content_type.parse().unwrap());
     response
 }
 

@@ -95,6 +95,9 @@ pub struct TurnControl {
     steering_capacity: usize,
     state: Mutex<State>,
     cancel: CancellationToken,
+    /// Fires on a graceful interrupt (and a hard one): what a model call in
+    /// flight waits on to stop retrying.
+    winding: CancellationToken,
     /// Places for children running at once (the per-parent limit).
     pub(crate) child_slots: Arc<Semaphore>,
     /// Tokens used, and the SubTurns its tree has started.
@@ -134,6 +137,7 @@ impl TurnControl {
                 children: Vec::new(),
             }),
             cancel: CancellationToken::new(),
+            winding: CancellationToken::new(),
             child_slots: Arc::new(Semaphore::new(max_children)),
             usage: TurnUsage::default(),
         }
@@ -216,6 +220,12 @@ impl TurnControl {
         &self.cancel
     }
 
+    /// Fires when the turn starts winding down (a graceful interrupt) or is
+    /// stopped (a hard one).
+    pub(crate) fn winding(&self) -> &CancellationToken {
+        &self.winding
+    }
+
     /// Accepts a steering message, to be taken in before the next model call.
     pub fn steer(&self, content: &str) -> Result<(), Closed> {
         let mut state = self.state();
@@ -267,6 +277,7 @@ impl TurnControl {
                 discarded: discarded.clone(),
             },
         );
+        self.winding.cancel();
         match mode {
             InterruptMode::Hard => self.cancel.cancel(),
             InterruptMode::Graceful => {

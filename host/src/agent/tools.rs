@@ -12,6 +12,9 @@
 //! arguments, deny it or answer in its place; `after-tool` hooks may replace
 //! its result (see [`crate::hooks::chain`]).
 //!
+//! A refused call (see [`super::refusals`]) made again unchanged is told so
+//! in its result, and ends the turn after a configurable number of times.
+//!
 //! A call that has not started when the user steers the turn or interrupts
 //! it gracefully is skipped (`tool_call_skipped`), and its result tells the
 //! model why. Dropping the turn (a hard interrupt) aborts the calls still
@@ -31,6 +34,7 @@ use crate::plugin::call::Spawner;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::EventBody;
 
+use super::refusals::Refusals;
 use super::subturn::{self, Parent};
 use super::turn::{Turn, millis};
 
@@ -120,10 +124,11 @@ pub async fn run_all<'a>(turn: &'a Turn, calls: &'a [ToolCall]) -> Vec<Message> 
         let end = Arc::new(EndOnce::default());
         begun.calls.push((end.clone(), call));
         let (parent, call) = (turn.as_parent(), call.clone());
+        let refusals = turn.refusals.clone();
         let task = AbortOnDropHandle::new(tokio::spawn({
             let end = end.clone();
             async move {
-                let result = run_one(&parent, &call, &end).await;
+                let result = run_one(&parent, &call, &end, &refusals).await;
                 drop(slot);
                 result
             }
@@ -159,14 +164,18 @@ pub async fn run_all<'a>(turn: &'a Turn, calls: &'a [ToolCall]) -> Vec<Message> 
     results
 }
 
-async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce) -> Message {
+async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce, refusals: &Refusals) -> Message {
     let started = Instant::now();
     let result = call_with_hooks(parent, call).await;
     let duration_ms = millis(started.elapsed());
     let (bus, scope) = (&parent.agent.bus, &parent.control.scope());
     let (content, is_error, error_kind) = match result {
         Ok(output) => (output, false, None),
-        Err(error) => (for_model(&error), true, Some(error.kind)),
+        Err(error) => (
+            refusals.record(call, &error, for_model(&error)),
+            true,
+            Some(error.kind),
+        ),
     };
     end.publish(bus, scope, || EventBody::ToolCallEnd {
         call_id: call.id.clone(),

@@ -16,9 +16,14 @@
 //! call that has not started when steering or a graceful interrupt arrives is
 //! skipped, and its result says why; a final answer given while steering is
 //! pending does not end the turn. After a graceful interrupt the next model
-//! call is the last, without tools (reason `interrupted`); a hard interrupt
-//! drops whatever the turn is waiting for (the model's reply, running tool
-//! calls) and ends it `aborted`.
+//! call is the last, without tools (reason `interrupted`), and a model call
+//! in flight is wound down (see `turn/model_call.rs`); a hard interrupt drops
+//! whatever the turn is waiting for (the model's reply, running tool calls)
+//! and ends it `aborted`.
+//!
+//! A completed turn has an answer: a reply without text is asked once more
+//! without tools (see `turn/no_answer.rs`). A model that repeats a refused tool
+//! call ends the turn (see [`super::refusals`]).
 //!
 //! History is written once, when the turn ends: a completed turn appends the
 //! user message and everything after it in one transaction; a turn that ends
@@ -30,15 +35,19 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+mod model_call;
+mod no_answer;
+
 use crate::bus::Scope;
 use crate::hooks::HookScope;
-use crate::llm::fallback::Progress;
 use crate::llm::types::ToolChoice;
 use crate::llm::{ChatRequest, Message, ToolDef, Usage};
-use crate::protocol::{EventBody, ToolCallInfo, TurnStatus};
+use crate::protocol::{EventBody, TurnStatus};
 use crate::store::TurnRecord;
 
+use self::model_call::Asked;
 use super::control::TurnControl;
+use super::refusals::Refusals;
 use super::subturn::{self, Parent};
 use super::{Agent, TurnOutcome};
 
@@ -109,6 +118,8 @@ pub struct Turn {
     usage: Usage,
     pub(crate) control: Arc<TurnControl>,
     pub(crate) spec: Arc<TurnSpec>,
+    /// The refused tool calls of this turn, to stop a model that repeats one.
+    pub(crate) refusals: Arc<Refusals>,
 }
 
 /// Why a turn did not complete.
@@ -143,6 +154,7 @@ impl Turn {
             usage: Usage::default(),
             control,
             spec: Arc::new(spec),
+            refusals: Arc::new(Refusals::default()),
         }
     }
 
@@ -260,40 +272,27 @@ impl Turn {
             }
             let hooks = self.agent.hooks();
             let request = hooks.before_llm(&self.hook_scope(), request).await?;
-            let reply = self.ask(&request).await?;
-            let reply = hooks.after_llm(&self.hook_scope(), reply).await?;
-            if let Some(budget) = self.spec.token_budget {
-                // Its sub-agents' tokens count against its budget too.
-                let used = self.control.usage.tokens();
-                if used > budget {
-                    let children = self.control.usage.children_tokens();
-                    let of_which = if children > 0 {
-                        format!(" ({children} of them by its sub-agents)")
-                    } else {
-                        String::new()
-                    };
-                    return Err(Failure::BudgetExceeded(format!(
-                        "used {used} tokens{of_which}, over its budget of {budget}"
-                    )));
+            let (reply, model) = match self.call(&hooks, &request).await? {
+                Asked::Reply { response, model } => (response, model),
+                Asked::Dropped { partial } => {
+                    return Ok(self.dropped(partial, messages, turn_start));
                 }
-            }
-            let mut tool_calls = reply.tool_calls;
-            if last && !tool_calls.is_empty() {
-                // Offered no tools, the model asked anyway: the turn still
-                // ends here, and the history keeps no unanswered call.
-                let reason = if interrupted {
-                    "the user interrupted the turn".to_string()
-                } else {
-                    format!("the turn reached its limit of {max} iterations")
-                };
-                for call in tool_calls.drain(..) {
-                    self.publish(EventBody::ToolCallSkipped {
-                        call_id: call.id,
-                        tool: call.name,
-                        reason: reason.clone(),
-                    });
+            };
+            let skip_reason = if interrupted {
+                "the user interrupted the turn".to_string()
+            } else {
+                format!("the turn reached its limit of {max} iterations")
+            };
+            let reply = match self
+                .insist_on_answer(&hooks, &request, (reply, model), last, &skip_reason)
+                .await?
+            {
+                Asked::Reply { response, .. } => response,
+                Asked::Dropped { partial } => {
+                    return Ok(self.dropped(partial, messages, turn_start));
                 }
-            }
+            };
+            let tool_calls = reply.tool_calls;
             messages.push(Message::Assistant {
                 content: reply.text.clone(),
                 tool_calls: tool_calls.clone(),
@@ -320,6 +319,29 @@ impl Turn {
             }
             let results = super::tools::run_all(self, &tool_calls).await;
             messages.extend(results);
+            if let Some(reason) = self
+                .refusals
+                .exceeded(self.agent.config.max_repeated_refusals)
+            {
+                return Err(Failure::Error(reason));
+            }
+        }
+    }
+
+    /// A graceful interrupt dropped the model call: the turn ends with the
+    /// text it streamed.
+    fn dropped(&self, partial: String, mut messages: Vec<Message>, turn_start: usize) -> Answer {
+        if !partial.is_empty() {
+            messages.push(Message::Assistant {
+                content: partial.clone(),
+                tool_calls: Vec::new(),
+            });
+        }
+        self.control.try_end(false);
+        Answer {
+            text: partial,
+            reason: "interrupted",
+            messages: messages.split_off(turn_start),
         }
     }
 
@@ -330,65 +352,6 @@ impl Turn {
             scope: &self.scope,
             ctx: self.as_parent().call_context(""),
         }
-    }
-
-    /// One model call through the chain, with its events.
-    async fn ask(&mut self, request: &ChatRequest) -> Result<crate::llm::ChatResponse, String> {
-        let iteration = self.iterations;
-        self.publish(EventBody::LlmRequest {
-            iteration,
-            model: self.agent.llm.first_model(request.model.as_deref()),
-            messages: request.messages.len(),
-            tools: request.tools.len(),
-        });
-        let started = Instant::now();
-        let bus = &self.agent.bus;
-        let scope = &self.scope;
-        let answered = self
-            .agent
-            .llm
-            .chat(request, &mut |progress| {
-                let body = match progress {
-                    Progress::Delta(text) => EventBody::LlmDelta {
-                        iteration,
-                        text: text.to_string(),
-                    },
-                    Progress::Retry(retry) => EventBody::LlmRetry {
-                        iteration,
-                        model: retry.model,
-                        attempt: retry.attempt,
-                        error: retry.error,
-                        next_model: retry.next_model,
-                        delay_ms: retry.delay.as_millis() as u64,
-                        discard_partial: retry.discard_partial,
-                    },
-                };
-                bus.publish(scope, body);
-            })
-            .await?;
-        let response = answered.response;
-        self.usage += response.usage;
-        self.control
-            .usage
-            .add_own(response.usage.input_tokens + response.usage.output_tokens);
-        self.publish(EventBody::LlmResponse {
-            iteration,
-            model: answered.model,
-            text: response.text.clone(),
-            tool_calls: response
-                .tool_calls
-                .iter()
-                .map(|c| ToolCallInfo {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                })
-                .collect(),
-            finish_reason: response.finish_reason.clone(),
-            usage: response.usage,
-            duration_ms: millis(started.elapsed()),
-        });
-        Ok(response)
     }
 
     /// Writes the turn and its history, then announces its end.

@@ -1,5 +1,6 @@
 //! `wasmclaw run` and `wasmclaw chat`: turns from the command line.
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS};
+use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_REPEATED_REFUSALS};
 use crate::bus::{Delivery, EventBus, Filter, Received};
 use crate::home::{Home, HomeLock};
 use crate::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
@@ -38,6 +39,10 @@ pub struct AgentArgs {
     /// Model calls per turn.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ITERATIONS)]
     pub max_iterations: u32,
+    /// Identical refused tool calls (same tool, same arguments) that end a
+    /// turn with an error; 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REPEATED_REFUSALS)]
+    pub max_refusals: u32,
     /// A system prompt put before the history.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
@@ -91,6 +96,7 @@ pub async fn start(
     let plugins = Plugins::load_dir(super::runtime(home)?, plugin_dir).await;
     let config = AgentConfig {
         max_iterations: args.max_iterations,
+        max_repeated_refusals: args.max_refusals,
         system_prompt: args.system.clone(),
         ..AgentConfig::default()
     };
@@ -103,6 +109,9 @@ pub(super) fn session_key(args: &AgentArgs, kind: &str) -> String {
         .clone()
         .unwrap_or_else(|| format!("{kind}-{}", uuid::Uuid::now_v7().simple()))
 }
+
+/// What `run` prints (stderr) at the first Ctrl-C.
+const WINDING_DOWN: &str = "interrupting: winding the turn down (running tools finish, the model call is not retried, then a last answer); Ctrl-C again stops at once";
 
 /// `wasmclaw run`: one turn; the answer on stdout; with `events`, every event
 /// as a JSON line on stderr. Exit 1 when the turn does not complete. Ctrl-C
@@ -168,9 +177,14 @@ pub async fn run(
                 interrupts += 1;
                 let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
                 let target = Target::Turn(turn_id.clone());
-                if let Err(refused) = scheduler.submit(Op::Interrupt { target, mode }) {
-                    tracing::warn!("{refused}");
-                }
+                let note = match scheduler.submit(Op::Interrupt { target, mode }) {
+                    Ok(_) if mode == InterruptMode::Graceful => WINDING_DOWN.to_string(),
+                    Ok(_) => "stopping the turn".to_string(),
+                    Err(refused) => refused.to_string(),
+                };
+                // Not `eprintln!`: a note that cannot be written must not
+                // end the run.
+                let _ = writeln!(std::io::stderr(), "{note}");
             }
         }
     }

@@ -6,6 +6,10 @@
 //! one line per turn). Ctrl-C once asks the turn to wind down (running tools
 //! finish, then one last answer); twice stops it at once; with no turn
 //! running it ends the chat.
+//!
+//! Text streams as the model writes it. When a reply fails after some of its
+//! text was shown and is asked again (`llm_retry` with `discard_partial`), a
+//! marker line under that text says it is void; the answer follows.
 
 use std::io::Write;
 use std::path::Path;
@@ -135,6 +139,9 @@ pub async fn chat(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Shown under the text of a model reply that failed and is asked again.
+const VOID: &str = "↑ void: that reply failed; the text above is not the answer";
+
 /// What the terminal shows, and where its cursor is.
 #[derive(Default)]
 struct Screen {
@@ -144,6 +151,8 @@ struct Screen {
     mid_line: bool,
     /// The current model call streamed its text (not with --no-stream).
     streamed: bool,
+    /// Text of the current attempt is on screen.
+    shown: bool,
 }
 
 impl Screen {
@@ -191,13 +200,14 @@ impl Screen {
                 let label = self.labels.remove(subturn_id).unwrap_or_default();
                 self.note(&format!("sub-agent '{label}' ended {}", status.as_str()));
             }
-            EventBody::LlmRequest { .. } => self.streamed = false,
+            EventBody::LlmRequest { .. } => (self.streamed, self.shown) = (false, false),
             EventBody::LlmDelta { text, .. } => {
-                self.streamed = true;
+                (self.streamed, self.shown) = (true, true);
                 print!("{text}");
                 self.mid_line = !text.ends_with('\n');
             }
             EventBody::LlmResponse { text, .. } if !self.streamed && !text.is_empty() => {
+                self.shown = true;
                 println!("{text}");
             }
             EventBody::ToolCallBegin {
@@ -253,8 +263,14 @@ impl Screen {
                 error,
                 next_model,
                 delay_ms,
+                discard_partial,
                 ..
             } => {
+                if *discard_partial && std::mem::take(&mut self.shown) {
+                    // A terminal cannot be trusted to erase what scrolled
+                    // or wrapped: the void text is marked instead.
+                    self.note(VOID);
+                }
                 self.note(&format!("{error}; trying {next_model} in {delay_ms} ms"));
             }
             EventBody::TurnEnd { status, reason, .. } => {

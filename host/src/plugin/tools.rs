@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use jsonschema::error::ValidationErrorKind;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -115,7 +116,9 @@ impl Tool {
     }
 
     /// Parses and validates call arguments; the error names the failing
-    /// fields, for the model to correct.
+    /// fields and says what the schema expects, for the model to correct
+    /// (an argument the schema does not have is named, and a JSON Schema
+    /// keyword copied from the tool's description is called one).
     pub fn check_arguments(&self, arguments: &str) -> Result<(), ToolError> {
         let value: Value = serde_json::from_str(arguments).map_err(|e| {
             ToolError::new(
@@ -129,24 +132,139 @@ impl Tool {
             .take(MAX_REPORTED_ERRORS)
             .map(|e| {
                 let path = e.instance_path().to_string();
+                let problem = match e.kind() {
+                    ValidationErrorKind::AdditionalProperties { unexpected } => {
+                        not_arguments(&self.name, unexpected, path.is_empty())
+                    }
+                    _ => e.to_string(),
+                };
                 if path.is_empty() {
-                    e.to_string()
+                    problem
                 } else {
-                    format!("{path}: {e}")
+                    format!("{path}: {problem}")
                 }
             })
             .collect();
         if problems.is_empty() {
             return Ok(());
         }
+        let expected = shape(&self.input_schema)
+            .map(|shape| format!("; expected {shape}"))
+            .unwrap_or_default();
         Err(ToolError::new(
             ErrorKind::InvalidInput,
             format!(
-                "invalid arguments for {}: {}",
+                "invalid arguments for {}: {}{expected}",
                 self.name,
                 problems.join("; ")
             ),
         ))
+    }
+}
+
+/// Keywords of JSON Schema that small models copy from a tool's schema into
+/// its arguments.
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "type",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "default",
+    "format",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "minItems",
+    "maxItems",
+    "examples",
+    "title",
+];
+
+/// Names the properties the schema does not allow: at the top, arguments
+/// of `tool` that do not exist.
+fn not_arguments(tool: &str, unexpected: &[String], top: bool) -> String {
+    let names: Vec<String> = unexpected.iter().map(|n| format!("{n:?}")).collect();
+    let (names, verb) = match names.as_slice() {
+        [one] => (one.clone(), "is"),
+        _ => (names.join(", "), "are"),
+    };
+    let mut text = if top {
+        let noun = if unexpected.len() == 1 {
+            "an argument"
+        } else {
+            "arguments"
+        };
+        format!("{names} {verb} not {noun} of {tool}")
+    } else {
+        format!("{names} {verb} not allowed here")
+    };
+    let keywords: Vec<&str> = unexpected
+        .iter()
+        .map(String::as_str)
+        .filter(|n| SCHEMA_KEYWORDS.contains(n))
+        .collect();
+    if !keywords.is_empty() {
+        text.push_str(&format!(
+            " ({} {} the schema's own rules, not values to send)",
+            keywords.join(", "),
+            if keywords.len() == 1 {
+                "is one of"
+            } else {
+                "are"
+            }
+        ));
+    }
+    text
+}
+
+/// What a schema with `properties` expects, in one line:
+/// `{"a": integer, "b": string} (required: a; no other properties)`.
+fn shape(schema: &Value) -> Option<String> {
+    let properties = schema.get("properties")?.as_object()?;
+    let fields: Vec<String> = properties
+        .iter()
+        .map(|(name, property)| format!("{name:?}: {}", type_text(property)))
+        .collect();
+    let mut notes = Vec::new();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !required.is_empty() {
+        notes.push(format!("required: {}", required.join(", ")));
+    }
+    if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+        notes.push("no other properties".to_string());
+    }
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
+    };
+    Some(format!("{{{}}}{notes}", fields.join(", ")))
+}
+
+/// A property's type as a word: `string`, `integer or null`, `one of "a", "b"`.
+fn type_text(property: &Value) -> String {
+    match (property.get("type"), property.get("enum")) {
+        (_, Some(Value::Array(values))) => {
+            let values: Vec<String> = values.iter().map(Value::to_string).collect();
+            format!("one of {}", values.join(", "))
+        }
+        (Some(Value::String(t)), _) => t.clone(),
+        (Some(Value::Array(types)), _) => {
+            let types: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
+            types.join(" or ")
+        }
+        _ => "any".to_string(),
     }
 }
 
@@ -217,14 +335,25 @@ mod tests {
         add.check_arguments(r#"{"a":1,"b":2}"#).unwrap();
         let err = add.check_arguments(r#"{"a":"one","b":2}"#).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidInput);
+        let expected =
+            r#"; expected {"a": integer, "b": integer} (required: a, b; no other properties)"#;
         assert_eq!(
             err.message,
-            r#"invalid arguments for add: /a: "one" is not of type "integer""#
+            format!(r#"invalid arguments for add: /a: "one" is not of type "integer"{expected}"#)
         );
         let err = add.check_arguments(r#"{"a":1}"#).unwrap_err();
         assert_eq!(
             err.message,
-            r#"invalid arguments for add: "b" is a required property"#
+            format!(r#"invalid arguments for add: "b" is a required property{expected}"#)
+        );
+        let err = add
+            .check_arguments(r#"{"a":1,"b":2,"maxLength":10,"sum":3}"#)
+            .unwrap_err();
+        assert_eq!(
+            err.message,
+            format!(
+                r#"invalid arguments for add: "maxLength", "sum" are not arguments of add (maxLength is one of the schema's own rules, not values to send){expected}"#
+            )
         );
         let err = add.check_arguments("{oops").unwrap_err();
         assert!(

@@ -10,9 +10,14 @@
 //!
 //! Not streamed, the answer is the turn's final answer. Streamed
 //! (`"stream": true`), the content is the text the model wrote in every
-//! iteration, as it came: what the model said before calling tools, then
-//! the final answer; with `stream_options.include_usage`, a last chunk
-//! carries the usage. A turn that fails ends the stream with an `error`
+//! iteration: what the model said before calling tools, then the final
+//! answer; with `stream_options.include_usage`, a last chunk carries the
+//! usage. Each model reply's text is held back until the reply is known
+//! good and then sent as it came, so the text of an attempt that failed and
+//! was tried again (`llm_retry` with `discard_partial`) never reaches the
+//! client, which could not take it back. A completed turn's `finish_reason`
+//! is `stop`, also when it reached its iteration limit (its answer is
+//! complete). A turn that fails ends the stream with an `error`
 //! chunk (or, not streamed, a 502 with `x-should-retry: false`, so OpenAI's
 //! SDKs do not run it again). A client that goes away stops its turn.
 
@@ -137,7 +142,7 @@ pub async fn completions(
         guard.turn_id = None;
         if ended.status == TurnStatus::Completed {
             let answer = ended.answer.unwrap_or_default();
-            Json(reply.completion(answer, &ended.reason, ended.usage)).into_response()
+            Json(reply.completion(answer, ended.usage)).into_response()
         } else {
             // OpenAI's SDKs retry a 5xx (twice by default), which would run
             // the turn, tools and all, again: they obey this header.
@@ -281,7 +286,7 @@ struct Reply {
 }
 
 impl Reply {
-    fn completion(&self, answer: String, reason: &str, usage: Usage) -> Value {
+    fn completion(&self, answer: String, usage: Usage) -> Value {
         json!({
             "id": self.id,
             "object": "chat.completion",
@@ -290,7 +295,9 @@ impl Reply {
             "choices": [{
                 "index": 0,
                 "message": { "role": "assistant", "content": answer },
-                "finish_reason": finish_reason(reason),
+                // A complete answer, whatever ended the turn (its last
+                // call or its iteration limit).
+                "finish_reason": "stop",
             }],
             "usage": usage_json(usage),
         })
@@ -325,11 +332,43 @@ impl Reply {
     }
 }
 
-fn finish_reason(reason: &str) -> &'static str {
-    if reason == "max_iterations" {
-        "length"
-    } else {
-        "stop"
+/// The text of the model reply being streamed, held back until the reply
+/// is known good: an OpenAI client appends every chunk and has no way to
+/// take text back, so the text of an attempt that fails (and is tried
+/// again) must never reach it. A reply is good once the turn goes on from
+/// it (its tools start, the next model call begins) or ends with it.
+#[derive(Default)]
+struct HeldText {
+    /// The reply's deltas, as they came.
+    pieces: Vec<String>,
+    /// Text of an earlier reply was sent.
+    sent: bool,
+}
+
+impl HeldText {
+    fn hold(&mut self, delta: &str) {
+        self.pieces.push(delta.to_string());
+    }
+
+    fn held(&self) -> bool {
+        !self.pieces.is_empty()
+    }
+
+    /// The attempt failed: its text is void.
+    fn discard(&mut self) {
+        self.pieces.clear();
+    }
+
+    /// The reply's pieces, to send; text after a tool round is set apart
+    /// from the text before by a blank line.
+    fn release(&mut self) -> impl Iterator<Item = String> + use<> {
+        let mut pieces = std::mem::take(&mut self.pieces);
+        if let Some(first) = pieces.first_mut()
+            && std::mem::replace(&mut self.sent, true)
+        {
+            first.insert_str(0, "\n\n");
+        }
+        pieces.into_iter()
     }
 }
 
@@ -351,8 +390,7 @@ async fn stream(
 ) {
     let turn_id = guard.turn_id.clone().expect("armed");
     let mut chunks = vec![reply.chunk(json!({ "role": "assistant", "content": "" }), None)];
-    // Whether text streamed in this iteration, and in any before it.
-    let (mut this_iteration, mut any) = (false, false);
+    let mut text = HeldText::default();
     loop {
         for chunk in chunks.drain(..) {
             if tx.send(chunk).await.is_err() {
@@ -371,12 +409,17 @@ async fn stream(
             continue;
         }
         match &event.body {
-            EventBody::LlmRequest { .. } => this_iteration = false,
-            EventBody::LlmDelta { text, .. } if !text.is_empty() => {
-                // Text after a tool round is set apart from the text before.
-                let gap = if any && !this_iteration { "\n\n" } else { "" };
-                (this_iteration, any) = (true, true);
-                chunks.push(reply.chunk(json!({ "content": format!("{gap}{text}") }), None));
+            EventBody::LlmDelta { text: delta, .. } if !delta.is_empty() => text.hold(delta),
+            EventBody::LlmRetry {
+                discard_partial: true,
+                ..
+            } => text.discard(),
+            // The reply's text is good: the turn goes on from it.
+            EventBody::LlmRequest { .. } | EventBody::ToolCallBegin { .. } => {
+                chunks.extend(
+                    text.release()
+                        .map(|t| reply.chunk(json!({ "content": t }), None)),
+                );
             }
             EventBody::TurnEnd {
                 status,
@@ -392,10 +435,15 @@ async fn stream(
                     chunks.push(reply.event(body));
                 } else {
                     // A provider that does not stream gave no deltas.
-                    if let Some(answer) = answer.as_ref().filter(|_| !this_iteration) {
-                        chunks.push(reply.chunk(json!({ "content": answer }), None));
+                    if let Some(answer) = answer.as_ref().filter(|a| !text.held() && !a.is_empty())
+                    {
+                        text.hold(answer);
                     }
-                    chunks.push(reply.chunk(json!({}), Some(finish_reason(reason))));
+                    chunks.extend(
+                        text.release()
+                            .map(|t| reply.chunk(json!({ "content": t }), None)),
+                    );
+                    chunks.push(reply.chunk(json!({}), Some("stop")));
                     if include_usage {
                         chunks.push(reply.usage_chunk(*usage));
                     }
