@@ -8,16 +8,15 @@ mod plugins;
 mod serve;
 mod turns;
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::home::Home;
-use crate::plugin::cache::Compiler;
+use crate::plugin::cache::{Compiler, LoadLimits};
 use crate::plugin::secrets::Secrets;
 use crate::plugin::{Runtime, RuntimeConfig};
 
@@ -37,6 +36,8 @@ pub struct Cli {
     /// More log output (-v: info, -vv: debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    #[command(flatten)]
+    pub load: LoadArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -99,7 +100,47 @@ pub enum Command {
     CompilePlugin {
         #[arg(long)]
         out: PathBuf,
+        /// The compiler's own memory limit.
+        #[arg(long)]
+        memory_bytes: u64,
+        /// The largest component it reads.
+        #[arg(long)]
+        max_input_bytes: u64,
     },
+}
+
+/// The bounds on loading a plugin file.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// Largest plugin file loaded, in MiB; a larger one is refused before
+    /// it is read.
+    #[arg(long, global = true, env = "WASMCLAW_MAX_PLUGIN_MIB", value_name = "MIB",
+          default_value_t = crate::plugin::cache::MAX_PLUGIN_FILE >> 20)]
+    pub max_plugin_mib: u64,
+    /// Longest the compilation of one plugin may take.
+    #[arg(long, global = true, env = "WASMCLAW_COMPILE_TIMEOUT", value_name = "SECONDS",
+          default_value_t = crate::plugin::cache::COMPILE_TIMEOUT.as_secs_f64())]
+    pub compile_timeout: f64,
+    /// Memory the compilation of one plugin may take, in MiB.
+    #[arg(long, global = true, env = "WASMCLAW_COMPILE_MEMORY_MIB", value_name = "MIB",
+          default_value_t = crate::plugin::cache::COMPILE_MEMORY >> 20)]
+    pub compile_memory_mib: u64,
+}
+
+impl LoadArgs {
+    pub fn limits(&self) -> Result<LoadLimits> {
+        if !(self.compile_timeout > 0.0 && self.compile_timeout.is_finite()) {
+            anyhow::bail!("--compile-timeout must be a positive number of seconds");
+        }
+        if self.max_plugin_mib == 0 || self.compile_memory_mib == 0 {
+            anyhow::bail!("--max-plugin-mib and --compile-memory-mib must be at least 1");
+        }
+        Ok(LoadLimits {
+            max_file_bytes: self.max_plugin_mib.saturating_mul(1 << 20),
+            compile_timeout: std::time::Duration::from_secs_f64(self.compile_timeout),
+            compile_memory_bytes: self.compile_memory_mib.saturating_mul(1 << 20),
+        })
+    }
 }
 
 impl Cli {
@@ -110,26 +151,34 @@ impl Cli {
             .map(Home::at)
             .unwrap_or_else(Home::from_env);
         let plugin_dir = self.plugins.clone().unwrap_or_else(|| home.plugins_dir());
+        let load = self.load.limits()?;
         match self.command {
             Command::Run {
                 agent,
                 events,
                 message,
-            } => agent::run(&home, &plugin_dir, &agent, events, &message).await,
-            Command::Chat { agent, live } => chat::chat(&home, &plugin_dir, &agent, live).await,
-            Command::Serve(args) => serve::serve(&home, &plugin_dir, &args).await,
+            } => agent::run(&home, &plugin_dir, load, &agent, events, &message).await,
+            Command::Chat { agent, live } => {
+                chat::chat(&home, &plugin_dir, load, &agent, live).await
+            }
+            Command::Serve(args) => serve::serve(&home, &plugin_dir, load, &args).await,
             Command::Turns { session, json } => turns::list(&home, &session, json).await,
-            Command::Plugins(cmd) => cmd.run(&home, &plugin_dir).await,
+            Command::Plugins(cmd) => cmd.run(&home, &plugin_dir, load).await,
             Command::NewPlugin { lang, name, dir } => {
                 new_plugin::run(lang, &name, &dir)?;
                 Ok(ExitCode::SUCCESS)
             }
-            Command::CompilePlugin { out } => {
-                let mut bytes = Vec::new();
-                std::io::stdin()
-                    .read_to_end(&mut bytes)
-                    .context("reading the component from stdin")?;
-                crate::plugin::cache::compile_to_file(&bytes, &out)?;
+            Command::CompilePlugin {
+                out,
+                memory_bytes,
+                max_input_bytes,
+            } => {
+                crate::plugin::cache::compile_child(
+                    std::io::stdin().lock(),
+                    &out,
+                    memory_bytes,
+                    max_input_bytes,
+                )?;
                 Ok(ExitCode::SUCCESS)
             }
         }
@@ -137,8 +186,9 @@ impl Cli {
 }
 
 /// The runtime as the binary uses it: cache under the home folder, cache
-/// misses compiled in a child process, the home out of every grant's reach.
-pub fn runtime(home: &Home) -> Result<Runtime> {
+/// misses compiled in a child process bounded by `load`, the home out of
+/// every grant's reach.
+pub fn runtime(home: &Home, load: LoadLimits) -> Result<Runtime> {
     let compiler = match std::env::current_exe() {
         Ok(exe) => Compiler::Subprocess(exe),
         Err(_) => Compiler::InProcess,
@@ -147,6 +197,7 @@ pub fn runtime(home: &Home) -> Result<Runtime> {
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
         compiler,
+        load,
         secrets: Arc::new(secrets),
         protected: home.protected(),
         ..RuntimeConfig::default()

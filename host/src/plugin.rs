@@ -21,6 +21,7 @@
 //! - [`call`]: one tool call, from arguments to result or [`ToolError`].
 //! - [`subscriptions`]: the points a hook plugin hooks.
 //! - [`hook_call`]: one hook call in a fresh instance.
+//! - [`hook_view`]: what a hook is shown: its input cut to fit its budget.
 //! - [`network`], [`http`], [`secrets`]: `wasi:http` behind each plugin's
 //!   allow-list, with the operator's credentials added by the host.
 //! - [`watch`]: picking up files added, replaced or removed while running.
@@ -36,6 +37,7 @@ pub mod error;
 pub mod grants;
 pub mod hook_call;
 pub mod hook_settings;
+pub mod hook_view;
 pub mod host_memory;
 pub mod http;
 pub mod loader;

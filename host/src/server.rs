@@ -192,6 +192,7 @@ pub async fn serve(
 async fn healthz(State(api): State<Api>) -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({
         "status": if api.scheduler().is_closed() { "stopping" } else { "ok" },
+        "plugins": if api.scheduler().agent().plugins().is_scanned() { "loaded" } else { "loading" },
         "uptime_s": api.inner.started.elapsed().as_secs(),
     }))
 }

@@ -175,7 +175,9 @@ async fn one_hook_call() -> (Vec<Duration>, Vec<Duration>) {
         ctx: ctx.clone(),
     };
     let chained = timed(CALLS, async || {
-        let gate = hooks.before_tool(&hs, "add", &arguments, |_| Ok(())).await;
+        let gate = hooks
+            .before_tool(&hs, "add", &arguments, 1 << 20, |_| Ok(()))
+            .await;
         assert_eq!(gate, ToolGate::Call(arguments.clone()));
     })
     .await;

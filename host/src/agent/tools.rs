@@ -31,7 +31,7 @@ use crate::bus::{EventBus, Scope};
 use crate::hooks::{HookScope, ToolGate};
 use crate::llm::{Message, ToolCall};
 use crate::plugin::call::Spawner;
-use crate::plugin::{CallContext, ErrorKind, ToolError};
+use crate::plugin::{CallContext, ErrorKind, Limits, ToolError};
 use crate::protocol::EventBody;
 
 use super::refusals::Refusals;
@@ -215,20 +215,38 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
             None => Ok(()),
         },
     };
+    let limit = output_limit(parent, &call.name);
     let arguments = match hooks
-        .before_tool(&hs, &call.name, &call.arguments, check)
+        .before_tool(&hs, &call.name, &call.arguments, limit, check)
         .await
     {
         ToolGate::Call(arguments) => arguments,
         ToolGate::Answered(answer) => {
             return hooks
-                .after_tool(&hs, &call.name, &call.arguments, Ok(answer))
+                .after_tool(&hs, &call.name, &call.arguments, limit, answer)
                 .await;
         }
         ToolGate::Denied(error) => return Err(error),
     };
     let outcome = dispatch(parent, &call.name, &arguments, &hs.ctx).await;
-    hooks.after_tool(&hs, &call.name, &arguments, outcome).await
+    hooks
+        .after_tool(&hs, &call.name, &arguments, limit, outcome)
+        .await
+}
+
+/// The output limit of `tool`: its plugin's, or the default one for the
+/// built-in tools (and a tool no plugin offers).
+fn output_limit(parent: &Parent, tool: &str) -> usize {
+    let default = Limits::default().output_bytes;
+    if subturn::builtin_tool(tool).is_some() {
+        return default;
+    }
+    parent
+        .agent
+        .plugins
+        .catalog()
+        .tool(tool)
+        .map_or(default, |(plugin, _)| plugin.grants.limits.output_bytes)
 }
 
 /// A built-in tool, or a plugin's in a fresh instance.

@@ -210,6 +210,9 @@ impl Turn {
 
     /// The loop: the final answer, or why the turn failed.
     async fn iterate(&mut self, input: &str) -> Result<Answer, Failure> {
+        // While `serve` loads the plugin directory, a turn waits for its
+        // tools and hooks.
+        self.agent.plugins.until_scanned().await;
         let history = if self.is_child() {
             Vec::new()
         } else {

@@ -15,6 +15,7 @@ use crate::bus::{Delivery, EventBus, Filter, Received};
 use crate::home::{Home, HomeLock};
 use crate::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use crate::plugin::Plugins;
+use crate::plugin::cache::LoadLimits;
 use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::store::{EventLog, Store};
@@ -81,19 +82,27 @@ pub fn chain(args: &AgentArgs) -> Result<Chain> {
 }
 
 /// The agent with everything it needs: the home locked for this process,
-/// plugins loaded, store open, the event log writing. The lock is held as
-/// long as the returned [`HomeLock`] lives.
+/// store open, the event log writing, plugins loaded (with `scan`; without,
+/// they are not: a watch's first pass loads them). The lock is held as long
+/// as the returned [`HomeLock`] lives.
 pub async fn start(
     home: &Home,
     plugin_dir: &Path,
+    load: LoadLimits,
     args: &AgentArgs,
+    scan: bool,
 ) -> Result<(Arc<Agent>, EventLog, HomeLock)> {
     let chain = chain(args)?;
     let lock = home.lock()?;
     let store = Store::open(&home.sessions_db())?;
     let bus = EventBus::new(store.last_seq().context("reading the event log")?);
     let log = EventLog::spawn(store.clone(), bus.subscribe_all_lossless());
-    let plugins = Plugins::load_dir(super::runtime(home)?, plugin_dir).await;
+    let runtime = super::runtime(home, load)?;
+    let plugins = if scan {
+        Plugins::load_dir(runtime, plugin_dir).await
+    } else {
+        Plugins::unscanned(runtime, plugin_dir)
+    };
     let config = AgentConfig {
         max_iterations: args.max_iterations,
         max_repeated_refusals: args.max_refusals,
@@ -120,11 +129,12 @@ const WINDING_DOWN: &str = "interrupting: winding the turn down (running tools f
 pub async fn run(
     home: &Home,
     plugin_dir: &Path,
+    load: LoadLimits,
     args: &AgentArgs,
     events: bool,
     message: &str,
 ) -> Result<ExitCode> {
-    let (agent, log, _home) = start(home, plugin_dir, args).await?;
+    let (agent, log, _home) = start(home, plugin_dir, load, args, true).await?;
     let mut sub = agent.bus().subscribe(Filter::default(), Delivery::Lossless);
     agent.announce_plugins();
     let session = session_key(args, "run");

@@ -22,16 +22,18 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::agent::{AgentArgs, session_key, start};
 use crate::bus::{Delivery, Filter, Received};
 use crate::home::Home;
+use crate::plugin::cache::LoadLimits;
 use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 
 pub async fn chat(
     home: &Home,
     plugin_dir: &Path,
+    load: LoadLimits,
     args: &AgentArgs,
     live: bool,
 ) -> Result<ExitCode> {
-    let (agent, log, _home) = start(home, plugin_dir, args).await?;
+    let (agent, log, _home) = start(home, plugin_dir, load, args, true).await?;
     agent.announce_plugins();
     let _watch = agent.watch_plugins()?;
     let session = session_key(args, "chat");

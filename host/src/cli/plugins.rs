@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 
 use crate::home::Home;
+use crate::plugin::cache::LoadLimits;
 use crate::plugin::call::{duration, size};
 use crate::plugin::grants::{DirMode, FailMode};
 use crate::plugin::{CallContext, PluginStatus, Plugins};
@@ -37,12 +38,12 @@ pub enum PluginsCommand {
 }
 
 impl PluginsCommand {
-    pub async fn run(self, home: &Home, dir: &Path) -> Result<ExitCode> {
+    pub async fn run(self, home: &Home, dir: &Path, load: LoadLimits) -> Result<ExitCode> {
         if let PluginsCommand::Adapter { file } = &self {
             write_adapter(file)?;
             return Ok(ExitCode::SUCCESS);
         }
-        let runtime = super::runtime(home)?;
+        let runtime = super::runtime(home, load)?;
         match self {
             PluginsCommand::List { json } => {
                 let plugins = Plugins::load_dir(runtime, dir).await;

@@ -11,6 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::agent::AgentArgs;
 use crate::home::Home;
+use crate::plugin::cache::LoadLimits;
 use crate::scheduler::{DEFAULT_MAX_PARALLEL, Scheduler, SchedulerConfig};
 use crate::server::{self, Api, DEFAULT_LISTEN, ServerConfig, auth};
 
@@ -38,7 +39,12 @@ pub struct ServeArgs {
     pub shutdown_grace: f64,
 }
 
-pub async fn serve(home: &Home, plugin_dir: &Path, args: &ServeArgs) -> Result<ExitCode> {
+pub async fn serve(
+    home: &Home,
+    plugin_dir: &Path,
+    load: LoadLimits,
+    args: &ServeArgs,
+) -> Result<ExitCode> {
     if args.agent.session.is_some() {
         bail!("--session does not apply to serve: clients name sessions in the URL");
     }
@@ -57,8 +63,11 @@ pub async fn serve(home: &Home, plugin_dir: &Path, args: &ServeArgs) -> Result<E
             token
         }
     };
-    let (agent, log, _home) = super::agent::start(home, plugin_dir, &args.agent).await?;
-    agent.announce_plugins();
+    // The API answers while plugins load: the watch's first pass loads
+    // them and publishes each as `plugin_loaded` or `plugin_failed`; turns
+    // wait for it.
+    let (agent, log, _home) =
+        super::agent::start(home, plugin_dir, load, &args.agent, false).await?;
     let _watch = agent.watch_plugins()?;
     let scheduler = Scheduler::new(
         agent,

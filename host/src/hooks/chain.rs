@@ -6,6 +6,8 @@
 //!   place of the tool. The first deny or answer ends the chain.
 //! - `after-tool`: proceed or replace the result; every hook runs, each on
 //!   the result the previous one left.
+//! - An answer or a replacement result is held to the tool's own output
+//!   limit: past it, it becomes the same error as a tool's oversized output.
 //! - `before-llm` and `after-llm`: proceed, replace the request or response,
 //!   or deny, which ends the turn with an error.
 //!
@@ -20,6 +22,7 @@
 
 use crate::bus::{EventBus, Scope};
 use crate::llm::{ChatRequest, ChatResponse};
+use crate::plugin::call::within_output_limit;
 use crate::plugin::hook_call::{HookInput, HookOutput, LlmDecision, ResultDecision, ToolDecision};
 use crate::plugin::hook_settings::FailMode;
 use crate::plugin::{CallContext, ErrorKind, HookPoint, ToolError};
@@ -40,8 +43,9 @@ pub struct HookScope<'a> {
 pub enum ToolGate {
     /// Call the tool with these arguments.
     Call(String),
-    /// Do not call it; this is its result.
-    Answered(String),
+    /// Do not call it; this is its result (an error when the answer is
+    /// over the tool's output limit).
+    Answered(Result<String, ToolError>),
     Denied(ToolError),
 }
 
@@ -119,12 +123,14 @@ const WRONG_KIND: &str = "the hook returned a decision of another kind";
 
 impl HookSet {
     /// Runs the `before-tool` hooks that apply to `tool`. `check` validates
-    /// rewritten arguments against the tool's schema.
+    /// rewritten arguments against the tool's schema; `output_limit` is the
+    /// tool's, which an answer in its place is held to.
     pub async fn before_tool(
         &self,
         hs: &HookScope<'_>,
         tool: &str,
         arguments: &str,
+        output_limit: usize,
         check: impl Fn(&str) -> Result<(), ToolError>,
     ) -> ToolGate {
         let mut arguments = arguments.to_string();
@@ -161,7 +167,16 @@ impl HookSet {
                 }
                 Ok(HookOutput::Tool(ToolDecision::Answer(text))) => {
                     hs.decision(hook, HookVerdict::Answer, Some(tool)).publish();
-                    return ToolGate::Answered(text);
+                    return ToolGate::Answered(within_output_limit(
+                        text,
+                        output_limit,
+                        |got, limit| {
+                            format!(
+                                "hook '{}' answered in place of tool '{tool}' with {got}, over the tool's output limit of {limit}",
+                                hook.name()
+                            )
+                        },
+                    ));
                 }
                 Ok(_) => WRONG_KIND.to_string(),
                 Err(e) => e,
@@ -179,12 +194,14 @@ impl HookSet {
         ToolGate::Call(arguments)
     }
 
-    /// Runs the `after-tool` hooks that apply to `tool` over its outcome.
+    /// Runs the `after-tool` hooks that apply to `tool` over its outcome; a
+    /// replacement is held to the tool's `output_limit`.
     pub async fn after_tool(
         &self,
         hs: &HookScope<'_>,
         tool: &str,
         arguments: &String,
+        output_limit: usize,
         mut outcome: Result<String, ToolError>,
     ) -> Result<String, ToolError> {
         for hook in self.at(HookPoint::AfterTool) {
@@ -201,7 +218,15 @@ impl HookSet {
                 Ok(HookOutput::Result(ResultDecision::Replace(replaced))) => {
                     hs.decision(hook, HookVerdict::Replace, Some(tool))
                         .publish();
-                    outcome = replaced.map_err(ToolError::from);
+                    outcome = match replaced {
+                        Ok(text) => within_output_limit(text, output_limit, |got, limit| {
+                            format!(
+                                "hook '{}' replaced the result of tool '{tool}' with {got}, over the tool's output limit of {limit}",
+                                hook.name()
+                            )
+                        }),
+                        Err(e) => Err(ToolError::from(e).cut_to(output_limit)),
+                    };
                     continue;
                 }
                 Ok(_) => WRONG_KIND.to_string(),

@@ -6,11 +6,18 @@
 //! `<sha256 of the file>-<engine compatibility hash>.cwasm`, never keyed by file
 //! name, and the `wasmclaw` binary compiles misses in a child process
 //! ([`Compiler::Subprocess`]) and only maps the result.
+//!
+//! The child is bounded ([`LoadLimits`]): it is stopped past its time
+//! limit, it limits its own memory (`RLIMIT_DATA`) before it reads the
+//! component, and it refuses input over the plugin file limit. A component
+//! built to make the compiler work for minutes or take gigabytes then fails
+//! to load with a message naming the bound, and the host is untouched.
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
@@ -35,15 +42,60 @@ pub enum CacheOutcome {
     Uncached,
 }
 
+/// The bounds on loading one plugin file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadLimits {
+    /// Largest plugin file: a larger one is refused from its metadata,
+    /// before it is read, and the compiler child refuses a larger input.
+    pub max_file_bytes: u64,
+    /// Wall-clock time of a compiler child; past it the child is killed.
+    pub compile_timeout: Duration,
+    /// Memory a compiler child may allocate (its data limit,
+    /// `RLIMIT_DATA`).
+    pub compile_memory_bytes: u64,
+}
+
+/// Default [`LoadLimits::max_file_bytes`].
+pub const MAX_PLUGIN_FILE: u64 = 128 << 20;
+/// Default [`LoadLimits::compile_timeout`].
+pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default [`LoadLimits::compile_memory_bytes`].
+pub const COMPILE_MEMORY: u64 = 2 << 30;
+
+impl Default for LoadLimits {
+    fn default() -> Self {
+        LoadLimits {
+            max_file_bytes: MAX_PLUGIN_FILE,
+            compile_timeout: COMPILE_TIMEOUT,
+            compile_memory_bytes: COMPILE_MEMORY,
+        }
+    }
+}
+
+/// How often a waiting host looks whether its compiler child has exited.
+const CHILD_POLL: Duration = Duration::from_millis(5);
+
+/// Most of the child's stderr kept for the error message.
+const CHILD_STDERR: u64 = 16 << 10;
+
 #[derive(Debug, Clone)]
 pub struct CompileCache {
     dir: Option<PathBuf>,
     compiler: Compiler,
+    limits: LoadLimits,
 }
 
 impl CompileCache {
-    pub fn new(dir: Option<PathBuf>, compiler: Compiler) -> Self {
-        Self { dir, compiler }
+    pub fn new(dir: Option<PathBuf>, compiler: Compiler, limits: LoadLimits) -> Self {
+        Self {
+            dir,
+            compiler,
+            limits,
+        }
+    }
+
+    pub fn limits(&self) -> &LoadLimits {
+        &self.limits
     }
 
     /// The component for `bytes`, from the cache when it is there.
@@ -69,7 +121,7 @@ impl CompileCache {
                 let code = engine.precompile_component(bytes)?;
                 std::fs::write(&tmp, code).with_context(|| format!("writing {}", tmp.display()))?;
             }
-            Compiler::Subprocess(exe) => compile_in_child(exe, bytes, &tmp)?,
+            Compiler::Subprocess(exe) => compile_in_child(exe, bytes, &tmp, &self.limits)?,
         }
         // Rename is atomic: a concurrent loader sees the whole file or none.
         std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
@@ -105,38 +157,135 @@ fn deserialize(engine: &Engine, path: &Path) -> Result<Component> {
     Ok(unsafe { Component::deserialize_file(engine, path) }?)
 }
 
-fn compile_in_child(exe: &Path, bytes: &[u8], out: &Path) -> Result<()> {
+fn compile_in_child(exe: &Path, bytes: &[u8], out: &Path, limits: &LoadLimits) -> Result<()> {
     let mut child = Command::new(exe)
         .arg("compile-plugin")
         .arg("--out")
         .arg(out)
+        .arg("--memory-bytes")
+        .arg(limits.compile_memory_bytes.to_string())
+        .arg("--max-input-bytes")
+        .arg(limits.max_file_bytes.to_string())
+        // A backtrace is symbolized in memory the child may not have left.
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LIB_BACKTRACE", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting the compiler process {}", exe.display()))?;
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(bytes)
-        .context("sending the component to the compiler process")?;
-    let output = child.wait_with_output()?;
-    if !output.status.success() {
-        let _ = std::fs::remove_file(out);
-        bail!(
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-                .trim()
-                .trim_start_matches("error: ")
-        );
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (status, stderr) = std::thread::scope(|s| {
+        // The child may stop reading (it failed, or it was killed): the
+        // write then fails, and the child's status says why.
+        s.spawn(move || stdin.write_all(bytes));
+        let reader = s.spawn(move || {
+            let mut text = Vec::new();
+            let _ = stderr.take(CHILD_STDERR).read_to_end(&mut text);
+            String::from_utf8_lossy(&text).into_owned()
+        });
+        let status = wait_until(&mut child, Instant::now() + limits.compile_timeout);
+        (status, reader.join().unwrap_or_default())
+    });
+    match status? {
+        Some(status) if status.success() => Ok(()),
+        status => {
+            let _ = std::fs::remove_file(out);
+            Err(child_failure(status, &stderr, limits))
+        }
     }
-    Ok(())
 }
 
-/// The child's side of [`Compiler::Subprocess`]: compile `bytes` with the
-/// shared settings and write the result to `out`.
-pub fn compile_to_file(bytes: &[u8], out: &Path) -> Result<()> {
+/// The child's exit status, or `None` when it was still running at
+/// `deadline` and has been killed.
+fn wait_until(child: &mut std::process::Child, deadline: Instant) -> Result<Option<ExitStatus>> {
+    loop {
+        if let Some(status) = child
+            .try_wait()
+            .context("waiting for the compiler process")?
+        {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(CHILD_POLL);
+    }
+}
+
+/// Why the child failed, in plain words: a bound it ran into, or what it
+/// said.
+fn child_failure(status: Option<ExitStatus>, stderr: &str, limits: &LoadLimits) -> anyhow::Error {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(status) = status else {
+        return anyhow::anyhow!(
+            "compiling it took longer than the compiler's time limit of {} (--compile-timeout), and the compiler was stopped",
+            super::call::duration(limits.compile_timeout)
+        );
+    };
+    let said = stderr.trim().trim_start_matches("error: ");
+    // An allocation that failed, or a compiler thread that could not start
+    // for want of memory.
+    let out_of_memory = [
+        "memory allocation of",
+        "Cannot allocate memory",
+        "out of memory",
+        "ThreadPoolBuildError",
+    ];
+    if out_of_memory.iter().any(|m| said.contains(m)) {
+        return anyhow::anyhow!(
+            "compiling it needed more memory than the compiler's limit of {} (--compile-memory-mib)",
+            super::call::size(limits.compile_memory_bytes)
+        );
+    }
+    match status.signal() {
+        Some(signal) if said.is_empty() => {
+            anyhow::anyhow!("the compiler process was killed by signal {signal}")
+        }
+        _ if said.is_empty() => anyhow::anyhow!("the compiler process failed ({status})"),
+        _ => anyhow::anyhow!("{said}"),
+    }
+}
+
+/// The child's side of [`Compiler::Subprocess`]: bound its own memory to
+/// `memory_bytes`, read the component from `input` (at most
+/// `max_input_bytes`), compile it with the shared settings and write the
+/// result to `out`.
+pub fn compile_child(
+    input: impl Read,
+    out: &Path,
+    memory_bytes: u64,
+    max_input_bytes: u64,
+) -> Result<()> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    setrlimit(
+        Resource::Data,
+        Rlimit {
+            current: Some(memory_bytes),
+            maximum: Some(memory_bytes),
+        },
+    )
+    .context("limiting the compiler's memory")?;
+    let mut bytes = Vec::new();
+    input
+        .take(max_input_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .context("reading the component from stdin")?;
+    if bytes.len() as u64 > max_input_bytes {
+        bail!(
+            "the component is larger than the plugin file limit of {}",
+            super::call::size(max_input_bytes)
+        );
+    }
+    compile_to_file(&bytes, out)
+}
+
+/// Compiles `bytes` with the shared settings and writes the result to
+/// `out`.
+fn compile_to_file(bytes: &[u8], out: &Path) -> Result<()> {
     let engine = Engine::new(&super::engine::compile_config())?;
     let code = engine.precompile_component(bytes)?;
     std::fs::write(out, code).with_context(|| format!("writing {}", out.display()))

@@ -78,25 +78,15 @@ impl Plugin {
         .await;
         match outcome {
             Ok(Ok(output)) => {
-                if output.len() > limits.output_bytes {
-                    return Err(ToolError::new(
-                        ErrorKind::Internal,
-                        format!(
-                            "plugin '{}' returned {}, over its output limit of {}",
-                            self.name,
-                            size(output.len() as u64),
-                            size(limits.output_bytes as u64)
-                        ),
-                    ));
-                }
+                let output = within_output_limit(output, limits.output_bytes, |got, limit| {
+                    format!(
+                        "plugin '{}' returned {got}, over its output limit of {limit}",
+                        self.name
+                    )
+                })?;
                 Ok((output, LiveInstance { _store: store }))
             }
-            Ok(Err(e)) => {
-                let mut e = ToolError::from(e);
-                e.message
-                    .truncate(e.message.floor_char_boundary(limits.output_bytes));
-                Err(e)
-            }
+            Ok(Err(e)) => Err(ToolError::from(e).cut_to(limits.output_bytes)),
             Err(trap) => Err(ToolError {
                 kind: match store.data().breach() {
                     Some(Breach::Deadline) => ErrorKind::Timeout,
@@ -106,6 +96,34 @@ impl Plugin {
                 retryable: is_pool_exhausted(&trap),
             }),
         }
+    }
+}
+
+/// A tool's result, or, when it is over the tool's output limit of `limit`
+/// bytes, the error that says so, in the words of `says(size, limit)`. The
+/// one treatment of every oversized result, whether the tool or a hook in
+/// its place produced it.
+pub fn within_output_limit(
+    output: String,
+    limit: usize,
+    says: impl FnOnce(String, String) -> String,
+) -> Result<String, ToolError> {
+    if output.len() <= limit {
+        return Ok(output);
+    }
+    Err(ToolError::new(
+        ErrorKind::Internal,
+        says(size(output.len() as u64), size(limit as u64)),
+    ))
+}
+
+impl ToolError {
+    /// The error with its message cut to `limit` bytes (a tool's output
+    /// limit bounds its error text too).
+    pub fn cut_to(mut self, limit: usize) -> ToolError {
+        self.message
+            .truncate(self.message.floor_char_boundary(limit));
+        self
     }
 }
 

@@ -7,6 +7,11 @@
 //! file arrived first. A rescan reloads only files whose contents or grants
 //! changed; a call holds its plugin by `Arc`, so calls in flight finish on the
 //! version they started with.
+//!
+//! A set may start empty and be filled by its first scan later
+//! ([`Plugins::unscanned`], for `serve`, which answers while plugins load);
+//! a turn waits for that first scan ([`Plugins::until_scanned`]), so no turn
+//! runs without the tools and hooks of the directory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -174,19 +179,40 @@ pub struct Plugins {
     dir: PathBuf,
     files: tokio::sync::Mutex<BTreeMap<PathBuf, FileEntry>>,
     current: RwLock<Arc<Catalog>>,
+    /// Whether the directory has been scanned once.
+    scanned: tokio::sync::watch::Sender<bool>,
 }
 
 impl Plugins {
     /// Loads every plugin in `dir`. A missing directory is an empty set.
     pub async fn load_dir(runtime: Runtime, dir: impl Into<PathBuf>) -> Arc<Plugins> {
-        let plugins = Arc::new(Plugins {
+        let plugins = Plugins::unscanned(runtime, dir);
+        plugins.rescan().await;
+        plugins
+    }
+
+    /// The set of `dir`, empty until its first [`Plugins::rescan`] (which
+    /// the first pass of [`Plugins::watch`] makes).
+    pub fn unscanned(runtime: Runtime, dir: impl Into<PathBuf>) -> Arc<Plugins> {
+        Arc::new(Plugins {
             runtime,
             dir: dir.into(),
             files: Default::default(),
             current: Default::default(),
-        });
-        plugins.rescan().await;
-        plugins
+            scanned: tokio::sync::watch::Sender::new(false),
+        })
+    }
+
+    /// Whether the directory has been scanned once.
+    pub fn is_scanned(&self) -> bool {
+        *self.scanned.borrow()
+    }
+
+    /// Returns once the directory has been scanned once.
+    pub async fn until_scanned(&self) {
+        let mut scanned = self.scanned.subscribe();
+        // The sender lives as long as `self`.
+        let _ = scanned.wait_for(|s| *s).await;
     }
 
     /// Loads exactly one file, for `plugins check` and `plugins call FILE`.
@@ -266,6 +292,7 @@ impl Plugins {
         let catalog = Arc::new(Catalog::build(&files));
         let changes = diff(&before, &catalog);
         *self.current.write().unwrap() = catalog;
+        self.scanned.send_replace(true);
         for change in &changes {
             match change {
                 PluginChange::Loaded { name, tools } => {

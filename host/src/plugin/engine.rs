@@ -19,7 +19,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::ToolAndHookPlugin;
-use super::cache::{CompileCache, Compiler};
+use super::cache::{CompileCache, Compiler, LoadLimits};
 use super::descriptors::DescriptorBudget;
 use super::grants::MAX_MEMORY_MIB;
 use super::protected::Protected;
@@ -41,6 +41,8 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<std::path::PathBuf>,
     /// How cache misses are compiled.
     pub compiler: Compiler,
+    /// Largest plugin file, and the bounds of a compiler child.
+    pub load: LoadLimits,
     /// Plugin instances alive at once (all sessions, tools and hooks).
     pub max_instances: u32,
     /// Paths of the host's own that no grant may reach, besides the cache
@@ -58,6 +60,7 @@ impl Default for RuntimeConfig {
         Self {
             cache_dir: None,
             compiler: Compiler::InProcess,
+            load: LoadLimits::default(),
             max_instances: 1000,
             protected: Vec::new(),
             secrets: Arc::default(),
@@ -123,7 +126,7 @@ impl Runtime {
                 "the host runs the code it holds without checking it again",
             )
         }));
-        let cache = CompileCache::new(config.cache_dir, config.compiler);
+        let cache = CompileCache::new(config.cache_dir, config.compiler, config.load);
         Ok(Self {
             inner: Arc::new(Inner {
                 _ticker: EpochTicker::start(engine.clone()),

@@ -1,13 +1,18 @@
 //! One hook call in a fresh instance, within the hook's own budget (the
 //! `[hooks]` settings of its grants, by default 50 ms and 16 MiB), with the
-//! plugin's grants.
+//! plugin's grants, shown what that budget can hold ([`super::hook_view`]).
+
+use serde_json::Value;
 
 use super::bindings::wit_hooks as wit;
-use super::call::{CallContext, describe_failure, wit_context};
+use super::call::{CallContext, describe_failure, size, wit_context};
 use super::error::ToolError;
 use super::grants::Limits;
+use super::hook_settings::FailMode;
+use super::hook_view::{Cuts, INPUT_SHARE, TooLarge, input_bound};
 use super::loader::Plugin;
 use super::sandbox::{Capabilities, Deadline, new_store, until_deadline};
+use super::subscriptions::HookPoint;
 
 pub use wit::{LlmDecision, ResultDecision, ToolDecision};
 
@@ -50,6 +55,12 @@ impl Plugin {
             return Err(format!("plugin '{}' exports no hooks", self.name));
         };
         let settings = &self.grants.hooks;
+        let mut cuts = Cuts::default();
+        let cut = self.shown(&input, &mut cuts)?;
+        let input = match &cut {
+            Some(cut) => cut.input(&input),
+            None => input,
+        };
         let limits = Limits {
             memory_bytes: settings.memory_bytes,
             timeout: settings.timeout,
@@ -109,6 +120,213 @@ impl Plugin {
             })
         })
         .await;
-        outcome.map_err(|e| describe_failure(&self.name, store.data(), &limits, &e))
+        let output =
+            outcome.map_err(|e| describe_failure(&self.name, store.data(), &limits, &e))?;
+        Ok(if cuts.is_empty() {
+            output
+        } else {
+            output.restored(&cuts)
+        })
+    }
+
+    /// What this hook is shown of `input`: `None` for all of it, or the cut
+    /// parts. The error says why it cannot be shown any.
+    fn shown(&self, input: &HookInput<'_>, cuts: &mut Cuts) -> Result<Option<CutInput>, String> {
+        let memory = self.grants.hooks.memory_bytes;
+        let bound = input_bound(memory);
+        let whole = input.size();
+        if whole <= bound {
+            return Ok(None);
+        }
+        let point = input.point();
+        let budget = |what: String| {
+            format!(
+                "{what}, more than the {} its memory budget of {} lets a hook be shown (one {INPUT_SHARE}th); raise hooks.memory_mib in its grants",
+                size(bound as u64),
+                size(memory)
+            )
+        };
+        if matches!(point, HookPoint::BeforeTool | HookPoint::AfterTool)
+            && self.grants.hooks.fail_mode(point) == FailMode::Closed
+        {
+            return Err(budget(format!(
+                "it was not called: a hook that fails closed is shown a tool call whole or not at all, and this one's input is {}",
+                size(whole as u64)
+            )));
+        }
+        let too_large = |e: TooLarge| {
+            budget(format!(
+                "it was not called: its input is {}, and {} even with every long text cut",
+                size(e.size as u64),
+                size(e.smallest as u64)
+            ))
+        };
+        let cut = match input {
+            HookInput::BeforeLlm(json) | HookInput::AfterLlm(json) | HookInput::OnEvent(json) => {
+                let mut doc = Doc::of(json);
+                cuts.fit(&mut [&mut doc.value], bound).map_err(too_large)?;
+                CutInput::Json(doc.text())
+            }
+            HookInput::BeforeTool { tool, arguments } => {
+                let mut name = Value::String(tool.to_string());
+                let mut args = Doc::of(arguments);
+                cuts.fit(&mut [&mut name, &mut args.value], bound)
+                    .map_err(too_large)?;
+                CutInput::Tool {
+                    arguments: args.text(),
+                    outcome: None,
+                }
+            }
+            HookInput::AfterTool {
+                tool,
+                arguments,
+                outcome,
+            } => {
+                let mut name = Value::String(tool.to_string());
+                let mut args = Doc::of(arguments);
+                let mut text = Doc::text_of(match outcome {
+                    Ok(text) => text,
+                    Err(e) => &e.message,
+                });
+                cuts.fit(&mut [&mut name, &mut args.value, &mut text.value], bound)
+                    .map_err(too_large)?;
+                let text = text.text();
+                CutInput::Tool {
+                    arguments: args.text(),
+                    outcome: Some(match outcome {
+                        Ok(_) => Ok(text),
+                        Err(e) => Err(ToolError {
+                            message: text,
+                            ..e.clone()
+                        }),
+                    }),
+                }
+            }
+        };
+        Ok(Some(cut))
+    }
+}
+
+/// The parts of an input that were cut, owned.
+enum CutInput {
+    Json(String),
+    Tool {
+        arguments: String,
+        outcome: Option<Result<String, ToolError>>,
+    },
+}
+
+impl CutInput {
+    /// `input` with its cut parts.
+    fn input<'a>(&'a self, input: &HookInput<'a>) -> HookInput<'a> {
+        match (self, input) {
+            (CutInput::Json(json), HookInput::BeforeLlm(_)) => HookInput::BeforeLlm(json),
+            (CutInput::Json(json), HookInput::AfterLlm(_)) => HookInput::AfterLlm(json),
+            (CutInput::Json(json), HookInput::OnEvent(_)) => HookInput::OnEvent(json),
+            (CutInput::Tool { arguments, .. }, HookInput::BeforeTool { tool, .. }) => {
+                HookInput::BeforeTool { tool, arguments }
+            }
+            (
+                CutInput::Tool {
+                    arguments,
+                    outcome: Some(outcome),
+                },
+                HookInput::AfterTool { tool, .. },
+            ) => HookInput::AfterTool {
+                tool,
+                arguments,
+                outcome,
+            },
+            _ => unreachable!("a cut input has the kind of its input"),
+        }
+    }
+}
+
+impl HookInput<'_> {
+    fn point(&self) -> HookPoint {
+        match self {
+            HookInput::BeforeLlm(_) => HookPoint::BeforeLlm,
+            HookInput::AfterLlm(_) => HookPoint::AfterLlm,
+            HookInput::BeforeTool { .. } => HookPoint::BeforeTool,
+            HookInput::AfterTool { .. } => HookPoint::AfterTool,
+            HookInput::OnEvent(_) => HookPoint::OnEvent,
+        }
+    }
+
+    /// Bytes of text the hook is passed.
+    fn size(&self) -> usize {
+        match self {
+            HookInput::BeforeLlm(json) | HookInput::AfterLlm(json) | HookInput::OnEvent(json) => {
+                json.len()
+            }
+            HookInput::BeforeTool { tool, arguments } => tool.len() + arguments.len(),
+            HookInput::AfterTool {
+                tool,
+                arguments,
+                outcome,
+            } => {
+                let outcome = match outcome {
+                    Ok(text) => text.len(),
+                    Err(e) => e.message.len(),
+                };
+                tool.len() + arguments.len() + outcome
+            }
+        }
+    }
+}
+
+impl HookOutput {
+    /// The texts the hook gave back unchanged from a cut view, put back whole.
+    fn restored(self, cuts: &Cuts) -> HookOutput {
+        match self {
+            HookOutput::Llm(LlmDecision::Replace(json)) => {
+                HookOutput::Llm(LlmDecision::Replace(cuts.restore_json(json)))
+            }
+            HookOutput::Tool(ToolDecision::Rewrite(json)) => {
+                HookOutput::Tool(ToolDecision::Rewrite(cuts.restore_json(json)))
+            }
+            HookOutput::Tool(ToolDecision::Answer(text)) => {
+                HookOutput::Tool(ToolDecision::Answer(cuts.restore_text(text)))
+            }
+            HookOutput::Result(ResultDecision::Replace(Ok(text))) => {
+                HookOutput::Result(ResultDecision::Replace(Ok(cuts.restore_text(text))))
+            }
+            HookOutput::Result(ResultDecision::Replace(Err(mut e))) => {
+                e.message = cuts.restore_text(e.message);
+                HookOutput::Result(ResultDecision::Replace(Err(e)))
+            }
+            other => other,
+        }
+    }
+}
+
+/// A text of an input, to cut: its document when it is JSON (the host's
+/// documents, call arguments), else the text as one string.
+struct Doc {
+    value: Value,
+    json: bool,
+}
+
+impl Doc {
+    fn of(text: &str) -> Doc {
+        match serde_json::from_str(text) {
+            Ok(value) => Doc { value, json: true },
+            Err(_) => Doc::text_of(text),
+        }
+    }
+
+    fn text_of(text: &str) -> Doc {
+        Doc {
+            value: Value::String(text.to_string()),
+            json: false,
+        }
+    }
+
+    /// The text as the hook is passed it.
+    fn text(self) -> String {
+        match self.value {
+            Value::String(text) if !self.json => text,
+            value => value.to_string(),
+        }
     }
 }

@@ -19,7 +19,7 @@ use wasmtime::component::{Component, InstancePre};
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::bindings::{HOOKS_EXPORT, TOOL_EXPORT, WIT_PACKAGE, WIT_VERSION, wit_hooks, wit_tool};
 use super::cache::CacheOutcome;
-use super::call::describe_failure;
+use super::call::{describe_failure, size};
 use super::engine::Runtime;
 use super::grants::Grants;
 use super::protected::Protected;
@@ -113,19 +113,22 @@ fn check_file_type(path: &Path) -> Result<(), String> {
 /// reports both).
 pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
     let name: Arc<str> = plugin_name(path).into();
-    check_file_type(path)?;
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the file: {e}"))?;
-    check_header(&bytes)?;
-    let mut protected = runtime.protected().to_vec();
-    protected.extend(path.parent().map(Protected::plugin_dir));
-    let grants = Grants::for_plugin(path, &protected, runtime.secrets())?;
-
-    let rt = runtime.clone();
-    let (component, cache) =
-        tokio::task::spawn_blocking(move || rt.cache().load(rt.engine(), &bytes))
-            .await
-            .map_err(|e| format!("compilation failed: {e}"))?
+    // Reading, the grants file and compiling block: off the async runtime.
+    let (rt, file) = (runtime.clone(), path.to_path_buf());
+    let (grants, component, cache) = tokio::task::spawn_blocking(move || {
+        check_file_type(&file)?;
+        let bytes = read_component(&file, rt.cache().limits().max_file_bytes)?;
+        let mut protected = rt.protected().to_vec();
+        protected.extend(file.parent().map(Protected::plugin_dir));
+        let grants = Grants::for_plugin(&file, &protected, rt.secrets())?;
+        let (component, cache) = rt
+            .cache()
+            .load(rt.engine(), &bytes)
             .map_err(|e| format!("cannot be compiled: {}", error_chain(&e)))?;
+        Ok::<_, String>((grants, component, cache))
+    })
+    .await
+    .map_err(|e| format!("loading failed: {e}"))??;
 
     let exports = check_exports(runtime, &component)?;
     check_imports(runtime, &component)?;
@@ -233,6 +236,44 @@ impl Exports {
             _ => "tool-plugin",
         }
     }
+}
+
+/// The file's bytes: its size checked against `max` from its metadata and
+/// its header read first, so a huge or foreign file is refused without
+/// being read whole.
+fn read_component(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let unreadable = |e: std::io::Error| format!("cannot read the file: {e}");
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let len = file.metadata().map_err(unreadable)?.len();
+    let too_large = |len: u64| {
+        format!(
+            "the file is {}, over the limit of {} for a plugin file (--max-plugin-mib)",
+            size(len),
+            size(max)
+        )
+    };
+    if len > max {
+        return Err(too_large(len));
+    }
+    let mut file = file.take(max.saturating_add(1));
+    let mut header = [0u8; 8];
+    let mut got = 0;
+    while got < header.len() {
+        match file.read(&mut header[got..]).map_err(unreadable)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    check_header(&header[..got])?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    bytes.extend_from_slice(&header[..got]);
+    file.read_to_end(&mut bytes).map_err(unreadable)?;
+    // It may have grown since its size was read.
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 fn check_header(bytes: &[u8]) -> Result<(), String> {

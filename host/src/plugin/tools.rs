@@ -9,12 +9,19 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::bindings::wasmclaw::plugin::types::ToolSpec;
+use super::call::size;
 use super::error::{ErrorKind, ToolError};
 
 /// Most tools one plugin may offer.
 pub const MAX_TOOLS_PER_PLUGIN: usize = 128;
 /// Longest description kept.
 const MAX_DESCRIPTION: usize = 8 * 1024;
+/// Largest input schema of one tool, as the JSON text `list-tools` returns:
+/// every model request carries it.
+pub const MAX_SCHEMA: usize = 64 * 1024;
+/// Largest sum of one plugin's schemas and (kept) descriptions: what the
+/// plugin adds to every model request.
+pub const MAX_SPECS: usize = 256 * 1024;
 /// Validation errors named in one message.
 const MAX_REPORTED_ERRORS: usize = 3;
 
@@ -61,6 +68,7 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
     }
     let mut seen = HashSet::new();
     let mut tools = Vec::with_capacity(specs.len());
+    let mut total = 0;
     for spec in specs {
         let name = spec.name;
         if !is_valid_tool_name(&name) {
@@ -77,6 +85,13 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
         if !seen.insert(name.clone()) {
             return Err(format!("tool name {name:?} is listed twice"));
         }
+        if spec.input_schema.len() > MAX_SCHEMA {
+            return Err(format!(
+                "tool {name:?}: input-schema is {}, over the limit of {} per tool",
+                size(spec.input_schema.len() as u64),
+                size(MAX_SCHEMA as u64)
+            ));
+        }
         let schema: Value = serde_json::from_str(&spec.input_schema)
             .map_err(|e| format!("tool {name:?}: input-schema is not valid JSON: {e}"))?;
         if !schema.is_object() {
@@ -89,6 +104,13 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
             .map_err(|e| format!("tool {name:?}: input-schema is not a valid JSON Schema: {e}"))?;
         let mut description = spec.description;
         description.truncate(description.floor_char_boundary(MAX_DESCRIPTION));
+        total += spec.input_schema.len() + description.len();
+        if total > MAX_SPECS {
+            return Err(format!(
+                "the input schemas and descriptions of its tools take more than {} (at tool {name:?}); every model request carries them",
+                size(MAX_SPECS as u64)
+            ));
+        }
         tools.push(Tool {
             name,
             description,
@@ -325,6 +347,26 @@ mod tests {
         assert_eq!(
             err,
             "tool \"x\": input-schema must be a JSON object (a JSON Schema), found an array"
+        );
+    }
+
+    #[test]
+    fn schemas_are_bounded_per_tool_and_per_plugin() {
+        // A schema of 64 KiB + 1 byte: an object with one long description.
+        let long = |n: usize| format!(r#"{{"type":"object","description":"{}"}}"#, "x".repeat(n));
+        let at_limit = long(MAX_SCHEMA - 34);
+        assert_eq!(at_limit.len(), MAX_SCHEMA);
+        validate_specs(vec![spec("x", &at_limit)]).unwrap();
+        let err = validate_specs(vec![spec("x", &long(MAX_SCHEMA - 33))]).unwrap_err();
+        assert_eq!(
+            err,
+            "tool \"x\": input-schema is 65537 bytes, over the limit of 64 KiB per tool"
+        );
+        let specs: Vec<ToolSpec> = (0..5).map(|i| spec(&format!("t{i}"), &at_limit)).collect();
+        let err = validate_specs(specs).unwrap_err();
+        assert_eq!(
+            err,
+            "the input schemas and descriptions of its tools take more than 256 KiB (at tool \"t3\"); every model request carries them"
         );
     }
 
