@@ -5,6 +5,8 @@
 //! - [`control`]: how a running turn is steered and interrupted, and its
 //!   place in the tree of turns.
 //! - [`subturn`]: child turns (sub-agents): limits, running, delivery.
+//! - [`budget`]: what a turn and its tree have used (tokens, SubTurns
+//!   started), counted against their bounds.
 //! - [`refusals`]: the loop rule: a turn that repeats a refused tool call.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the model chain,
@@ -13,6 +15,7 @@
 //! [`Agent::run_turn`] runs one turn directly, outside any schedule.
 
 pub mod arguments;
+pub mod budget;
 pub mod control;
 pub mod refusals;
 pub mod subturn;

@@ -12,6 +12,8 @@
 //! - [`protected`]: the host's own paths, which no directory grant reaches.
 //! - [`env_grant`]: the environment variables a grant may pass through.
 //! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
+//! - [`descriptors`]: host descriptors held for calls, bounded per call and host-wide.
+//! - [`host_memory`]: what the host holds for a call (HTTP objects), counted against its memory limit.
 //! - [`output`]: the guest's log, stdout and stderr, into the host log, line-budgeted.
 //! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
 //! - [`tools`]: tool specs: name rules, schemas, argument validation.
@@ -28,6 +30,7 @@ pub mod bindings;
 pub mod cache;
 pub mod call;
 pub mod catalog;
+pub mod descriptors;
 pub mod engine;
 pub mod env_grant;
 pub mod error;
@@ -35,6 +38,7 @@ pub mod grants;
 pub mod hook_call;
 pub mod hook_settings;
 pub mod hook_view;
+pub mod host_memory;
 pub mod http;
 pub mod loader;
 pub mod network;

@@ -418,3 +418,31 @@ async fn limits_end_a_request_with_the_exact_error_and_nothing_else_is_held_up()
     let again = fetch(&plugins, json!({"url": url("hello"), "repeat": 3})).await;
     assert_eq!(again.unwrap()["body"], "hello");
 }
+
+/// An answer the host holds for the guest counts against the call's memory
+/// limit, with the guest's own memory: refused before the guest sees it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_that_would_not_fit_the_calls_memory_limit_is_refused() {
+    let s = server().await;
+    let grants = format!("{}[limits]\nmemory_mib = 3\n", allow(s.port));
+    let (_dir, plugins) = netcheck(wasmclaw_tests::runtime(), &grants).await;
+    let url = format!("http://127.0.0.1:{}/big", s.port);
+    let err = fetch(&plugins, json!({ "url": url })).await.unwrap_err();
+    assert_eq!(
+        err,
+        (
+            ErrorKind::Upstream,
+            format!(
+                "the response from http://127.0.0.1:{} (2 MiB) would put plugin 'netcheck' over its memory limit of 3 MiB (its memory and what the host holds for it count together)",
+                s.port
+            )
+        )
+    );
+    // A small answer fits.
+    let hello = fetch(
+        &plugins,
+        json!({"url": format!("http://127.0.0.1:{}/hello", s.port)}),
+    )
+    .await;
+    assert_eq!(hello.unwrap()["body"], "hello");
+}

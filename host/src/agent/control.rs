@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::budget::TurnUsage;
 use crate::bus::{EventBus, Scope};
 use crate::protocol::{EventBody, InterruptMode};
 
@@ -99,6 +100,8 @@ pub struct TurnControl {
     winding: CancellationToken,
     /// Places for children running at once (the per-parent limit).
     pub(crate) child_slots: Arc<Semaphore>,
+    /// Tokens used, and the SubTurns its tree has started.
+    pub(crate) usage: TurnUsage,
 }
 
 impl TurnControl {
@@ -136,6 +139,7 @@ impl TurnControl {
             cancel: CancellationToken::new(),
             winding: CancellationToken::new(),
             child_slots: Arc::new(Semaphore::new(max_children)),
+            usage: TurnUsage::default(),
         }
     }
 
@@ -150,6 +154,7 @@ impl TurnControl {
         };
         control.critical = critical;
         control.cancel = parent.cancel.child_token();
+        control.usage = TurnUsage::in_tree(parent.usage.tree.clone());
         let control = Arc::new(control);
         let mut state = parent.state();
         state.children.retain(|c| c.strong_count() > 0);

@@ -4,8 +4,13 @@
 //! `agent.spawn-subturn` import.
 //!
 //! - Limits, for every turn: nesting depth, children running per parent (a
-//!   spawn waits a bounded time for a free place), and SubTurns alive in the
-//!   whole host. A spawn over a limit is a tool error the model can read.
+//!   spawn waits a bounded time for a free place), SubTurns alive in the
+//!   whole host, SubTurns started in one turn tree over its life, and
+//!   SubTurns started by one plugin call. A spawn over a limit is a tool
+//!   error the model (or the plugin) can read.
+//! - Tokens: a child gets at most what its parent has left of its budget,
+//!   and what the child used counts against the parent's (see
+//!   [`super::budget`]).
 //! - A child runs with the model and tools it was given (a subset of its
 //!   parent's), its own timeout and token budget, and an ephemeral history
 //!   that starts from its task and never enters the session's history.
@@ -23,6 +28,7 @@ use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
+use super::budget::CallSpawns;
 use super::control::{ChildResult, TurnControl};
 use super::turn::{Turn, TurnSpec};
 use super::{Agent, TurnOutcome};
@@ -47,6 +53,11 @@ pub struct SubTurnLimits {
     pub per_parent: usize,
     /// SubTurns alive at once in the host.
     pub total: usize,
+    /// SubTurns started in one turn tree (a top-level turn and all its
+    /// descendants), over the tree's life.
+    pub per_tree: usize,
+    /// SubTurns one plugin call may start through `agent.spawn-subturn`.
+    pub per_call: usize,
     /// How long a spawn waits for one of its parent's places to free up.
     pub slot_wait: Duration,
     /// A child's timeout when the request names none.
@@ -59,6 +70,8 @@ impl Default for SubTurnLimits {
             max_depth: 3,
             per_parent: 5,
             total: 64,
+            per_tree: 32,
+            per_call: 8,
             slot_wait: Duration::from_secs(10),
             default_timeout: Duration::from_secs(600),
         }
@@ -174,6 +187,16 @@ impl Parent {
             ));
         }
         let (mut spec, timeout) = self.child_spec(&request)?;
+        let tree = &self.control.usage.tree;
+        let over_tree = || {
+            denied(format!(
+                "this turn's tree has started {} sub-agents, its limit (subturns.per_tree); finish the task without more",
+                limits.per_tree
+            ))
+        };
+        if tree.subturns_started() >= limits.per_tree {
+            return Err(over_tree());
+        }
         let place = tokio::time::timeout(
             limits.slot_wait,
             self.control.child_slots.clone().acquire_owned(),
@@ -197,6 +220,10 @@ impl Parent {
                     limits.total
                 ))
             })?;
+        // Counted once it is sure to start (places taken), so the count is
+        // of children started, not of spawns asked for.
+        tree.start_subturn(limits.per_tree)
+            .map_err(|_| over_tree())?;
 
         // The child's time starts now, not before its wait for a place.
         let deadline = Instant::now() + timeout;
@@ -235,6 +262,9 @@ impl Parent {
                 Err(e) => super::turn::panicked(&agent, &child, &e.to_string()),
             };
             drop((place, slot));
+            // Before its end is published: whoever learns of the end sees
+            // the tokens counted.
+            parent.usage.add_child(child.usage.tokens());
             agent.bus.publish(
                 &parent.scope(),
                 EventBody::SubturnEnd {
@@ -294,10 +324,22 @@ impl Parent {
         if request.token_budget == Some(0) {
             return Err(invalid("token_budget: expected at least 1".into()));
         }
-        // No child may use more than its parent may.
-        let token_budget = match (request.token_budget, self.spec.token_budget) {
-            (Some(asked), Some(mine)) => Some(asked.min(mine)),
-            (asked, mine) => asked.or(mine),
+        // No child may use more than its parent has left.
+        let left = match self.spec.token_budget {
+            Some(budget) => {
+                let used = self.control.usage.tokens();
+                if used >= budget {
+                    return Err(denied(format!(
+                        "this turn has used {used} tokens of its budget of {budget} (its sub-agents' included); none are left for a sub-agent"
+                    )));
+                }
+                Some(budget - used)
+            }
+            None => None,
+        };
+        let token_budget = match (request.token_budget, left) {
+            (Some(asked), Some(left)) => Some(asked.min(left)),
+            (asked, left) => asked.or(left),
         };
         let spec = TurnSpec {
             model: request
@@ -312,10 +354,15 @@ impl Parent {
         Ok((spec, timeout))
     }
 
-    /// Runs a child to its end and returns its answer: the `subagent` tool,
-    /// and a plugin's `agent.spawn-subturn`.
+    /// Runs a child to its end and returns its answer: the `subagent` tool
+    /// (a plugin's `agent.spawn-subturn` is [`PluginCallSpawner`]).
     pub async fn subagent(&self, request: SubTurnRequest) -> Result<String, ToolError> {
         let spawned = self.start_child(request, SpawnMode::Subagent).await?;
+        self.answer_of(spawned).await
+    }
+
+    /// Waits for a `subagent` child's end and returns its answer.
+    async fn answer_of(&self, spawned: Spawned) -> Result<String, ToolError> {
         let outcome = spawned.task.await.map_err(|e| {
             ToolError::new(
                 ErrorKind::Internal,
@@ -435,10 +482,47 @@ pub(crate) fn orphan(agent: &Agent, parent: &TurnControl, result: ChildResult) {
     agent.follow_up(&parent.session, result.content);
 }
 
-/// A plugin's `agent.spawn-subturn`: a `subagent` child of the calling turn.
-impl SubTurnSpawner for Parent {
-    fn run(&self, request: SubTurnRequest) -> BoxFuture<'static, Result<String, ToolError>> {
-        let parent = self.clone();
-        Box::pin(async move { parent.subagent(request).await })
+/// What one plugin call's `agent.spawn-subturn` starts: `subagent` children
+/// of the calling turn, at most `subturns.per_call` of them.
+pub struct PluginCallSpawner {
+    parent: Parent,
+    spawns: Arc<CallSpawns>,
+}
+
+impl Parent {
+    /// The spawner handed to one plugin call of this turn.
+    pub fn plugin_call_spawner(&self) -> PluginCallSpawner {
+        PluginCallSpawner {
+            parent: self.clone(),
+            spawns: Arc::default(),
+        }
+    }
+}
+
+impl SubTurnSpawner for PluginCallSpawner {
+    fn run(
+        &self,
+        plugin: &str,
+        request: SubTurnRequest,
+    ) -> BoxFuture<'static, Result<String, ToolError>> {
+        let parent = self.parent.clone();
+        let spawns = self.spawns.clone();
+        let limit = parent.agent.config.subturns.per_call;
+        let plugin = plugin.to_string();
+        Box::pin(async move {
+            spawns.start(limit).map_err(|started| {
+                denied(format!(
+                    "plugin '{plugin}' has started {started} sub-agents in this call, its limit (subturns.per_call); it may start no more"
+                ))
+            })?;
+            let spawned = match parent.start_child(request, SpawnMode::Subagent).await {
+                Ok(spawned) => spawned,
+                Err(e) => {
+                    spawns.undo();
+                    return Err(e);
+                }
+            };
+            parent.answer_of(spawned).await
+        })
     }
 }

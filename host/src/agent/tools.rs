@@ -269,7 +269,7 @@ async fn dispatch(
         return subturn::call_builtin(parent, tool, arguments).await;
     }
     let ctx = CallContext {
-        spawner: Some(Spawner(Arc::new(parent.clone()))),
+        spawner: Some(Spawner(Arc::new(parent.plugin_call_spawner()))),
         ..ctx.clone()
     };
     parent.agent.plugins.call(&ctx, tool, arguments).await

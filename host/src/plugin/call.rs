@@ -8,7 +8,9 @@ use super::bindings::wasmclaw::plugin::types as wit;
 use super::error::{ErrorKind, ToolError};
 use super::grants::Limits;
 use super::loader::{Plugin, wasm_error_chain};
-use super::sandbox::{Breach, Capabilities, Deadline, PluginState, new_store, until_deadline};
+use super::sandbox::{
+    Breach, Capabilities, Deadline, MAX_RESOURCES, PluginState, new_store, until_deadline,
+};
 use super::spawn::{SpawnAccess, SubTurnSpawner};
 
 /// Who is calling: passed to the plugin as its `call-context`.
@@ -143,7 +145,11 @@ impl Plugin {
             self.runtime.engine(),
             &self.name,
             limits,
-            Capabilities::Granted(&self.grants, self.runtime.secrets()),
+            Capabilities::Granted(
+                &self.grants,
+                self.runtime.secrets(),
+                self.runtime.descriptors(),
+            ),
             deadline.clone(),
         )
         .map_err(|e| {
@@ -195,9 +201,17 @@ pub(super) fn describe_failure(
             "plugin '{plugin}' did not finish within its time limit of {} and was stopped",
             duration(state.deadline.timeout)
         ),
+        Some(Breach::Memory) if state.memory().host_breached() => format!(
+            "plugin '{plugin}' exceeded its memory limit of {} with what the host holds for it ({} of HTTP header objects, bodies and answers) and was stopped",
+            size(limits.memory_bytes),
+            size(state.memory().host_bytes())
+        ),
         Some(Breach::Memory) => format!(
             "plugin '{plugin}' exceeded its memory limit of {} and was stopped",
             size(limits.memory_bytes)
+        ),
+        None if table_full(error) => format!(
+            "plugin '{plugin}' held more than {MAX_RESOURCES} host resources at once (open files, streams, HTTP objects), its limit, and was stopped"
         ),
         Some(Breach::LogLines) => format!(
             "plugin '{plugin}' exceeded its limit of {} log lines per call and was stopped",
@@ -222,6 +236,16 @@ pub(super) fn describe_failure(
             }
         }
     }
+}
+
+/// Whether the call's resource table was full.
+fn table_full(error: &wasmtime::Error) -> bool {
+    error.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<wasmtime::component::ResourceTableError>(),
+            Some(wasmtime::component::ResourceTableError::Full)
+        )
+    })
 }
 
 /// Whether instantiation failed because the instance pool is full: the

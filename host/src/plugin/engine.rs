@@ -20,6 +20,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::bindings::ToolAndHookPlugin;
 use super::cache::{CompileCache, Compiler, LoadLimits};
+use super::descriptors::DescriptorBudget;
 use super::grants::MAX_MEMORY_MIB;
 use super::protected::Protected;
 use super::sandbox::PluginState;
@@ -49,6 +50,9 @@ pub struct RuntimeConfig {
     pub protected: Vec<Protected>,
     /// The operator's secrets, which grants' credentials name.
     pub secrets: Arc<Secrets>,
+    /// Descriptors all plugin calls may hold together; `None`: half the
+    /// process's open-file limit (see [`super::descriptors`]).
+    pub max_descriptors: Option<usize>,
 }
 
 impl Default for RuntimeConfig {
@@ -60,6 +64,7 @@ impl Default for RuntimeConfig {
             max_instances: 1000,
             protected: Vec::new(),
             secrets: Arc::default(),
+            max_descriptors: None,
         }
     }
 }
@@ -77,6 +82,7 @@ struct Inner {
     cache: CompileCache,
     protected: Vec<Protected>,
     secrets: Arc<Secrets>,
+    descriptors: Arc<DescriptorBudget>,
     _ticker: EpochTicker,
 }
 
@@ -107,7 +113,9 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        super::descriptors::add_to_linker(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        super::host_memory::add_to_linker(&mut linker)?;
         ToolAndHookPlugin::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s)?;
 
         let mut protected = config.protected;
@@ -127,6 +135,10 @@ impl Runtime {
                 cache,
                 protected,
                 secrets: config.secrets,
+                descriptors: match config.max_descriptors {
+                    Some(n) => DescriptorBudget::new(n),
+                    None => DescriptorBudget::for_process(),
+                },
             }),
         })
     }
@@ -145,6 +157,11 @@ impl Runtime {
 
     pub fn secrets(&self) -> &Arc<Secrets> {
         &self.inner.secrets
+    }
+
+    /// Descriptors all plugin calls may hold together.
+    pub fn descriptors(&self) -> &Arc<DescriptorBudget> {
+        &self.inner.descriptors
     }
 
     /// Paths no grant may overlap.

@@ -12,6 +12,7 @@
 //! timeout_ms = 30000
 //! output_kib = 1024
 //! log_lines = 1000
+//! open_files = 64             # files and directories open at once
 //!
 //! [[dirs]]
 //! host = "../workspace"       # relative to this file's folder; "~/" is the user's home
@@ -76,6 +77,7 @@ pub struct LimitsToml {
     pub timeout_ms: Option<u64>,
     pub output_kib: Option<u64>,
     pub log_lines: Option<u32>,
+    pub open_files: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,6 +107,9 @@ pub struct Limits {
     pub output_bytes: usize,
     /// Lines the call may write through `log`, stdout and stderr together.
     pub log_lines: u32,
+    /// Files and directories the call may have open at once (see
+    /// `plugin::descriptors`).
+    pub open_files: usize,
 }
 
 impl Default for Limits {
@@ -114,6 +119,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(30),
             output_bytes: 1 << 20,
             log_lines: 1000,
+            open_files: 64,
         }
     }
 }
@@ -310,6 +316,10 @@ fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
         log_lines: match t.log_lines {
             Some(v) => check("log_lines", v.into(), 0, 10_000_000)? as u32,
             None => d.log_lines,
+        },
+        open_files: match t.open_files {
+            Some(v) => check("open_files", v, 1, 4096)? as usize,
+            None => d.open_files,
         },
     })
 }

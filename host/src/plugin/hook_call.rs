@@ -71,7 +71,11 @@ impl Plugin {
             self.runtime.engine(),
             &self.name,
             &limits,
-            Capabilities::Granted(&self.grants, self.runtime.secrets()),
+            Capabilities::Granted(
+                &self.grants,
+                self.runtime.secrets(),
+                self.runtime.descriptors(),
+            ),
             deadline.clone(),
         )
         .map_err(|e| format!("plugin '{}' could not start: {e:#}", self.name))?;

@@ -2,7 +2,9 @@
 //! network grant before the host sends it.
 //!
 //! For each request, in order:
-//! 1. the call has requests left (`max_requests`);
+//! 1. the call has requests left (`max_requests`), and the host a
+//!    descriptor for it (see [`super::descriptors`]), held until the
+//!    response is read;
 //! 2. its origin (`scheme://host:port`) is in the allow-list;
 //! 3. the host resolves the name itself; every address must be public,
 //!    unless the origin names that address (`http://127.0.0.1:8080`);
@@ -13,7 +15,10 @@
 //! 5. credentials the grant names for that host are added as headers here,
 //!    so their values never enter the guest;
 //! 6. the response is read up to `max_response_kib` within `timeout_ms`,
-//!    and every credential value in it is replaced before the guest sees it.
+//!    and every credential value in it is replaced before the guest sees it;
+//! 7. the request body while it is sent, and the answer until the guest lets
+//!    go of it, count against the call's memory limit (see
+//!    [`super::host_memory`]).
 //!
 //! A refusal reaches the guest as `error-code.internal-error` with the
 //! host's reason, which names the plugin and the origin.
@@ -26,6 +31,8 @@ use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::call::{duration, size};
+use super::descriptors::DescriptorBudget;
+use super::host_memory::{BODY_CHUNK, CallMemory, Charge};
 use super::network::{NetworkGrant, internal_address};
 use super::secrets::Secrets;
 
@@ -40,15 +47,25 @@ pub struct NetworkAccess {
     plugin: Arc<str>,
     grant: Arc<NetworkGrant>,
     secrets: Arc<Secrets>,
+    descriptors: Arc<DescriptorBudget>,
+    memory: Arc<CallMemory>,
     sent: u32,
 }
 
 impl NetworkAccess {
-    pub fn new(plugin: Arc<str>, grant: Arc<NetworkGrant>, secrets: Arc<Secrets>) -> Self {
+    pub fn new(
+        plugin: Arc<str>,
+        grant: Arc<NetworkGrant>,
+        secrets: Arc<Secrets>,
+        descriptors: Arc<DescriptorBudget>,
+        memory: Arc<CallMemory>,
+    ) -> Self {
         NetworkAccess {
             plugin,
             grant,
             secrets,
+            descriptors,
+            memory,
             sent: 0,
         }
     }
@@ -58,6 +75,10 @@ type Sent = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type Answer = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent), Error>> + Send>;
 
 impl WasiHttpHooks for NetworkAccess {
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -71,16 +92,22 @@ impl WasiHttpHooks for NetworkAccess {
                 self.plugin, self.grant.max_requests
             )
         });
-        let (plugin, grant, secrets) = (
+        let (plugin, grant, secrets, descriptors, memory) = (
             self.plugin.clone(),
             self.grant.clone(),
             self.secrets.clone(),
+            self.descriptors.clone(),
+            self.memory.clone(),
         );
         Box::new(async move {
             if let Some(message) = over {
                 return Err(refuse(&plugin, message));
             }
-            let response = send(&plugin, &grant, &secrets, request, options)
+            // The connection's socket, until the whole answer is read.
+            let _socket = descriptors
+                .take()
+                .ok_or_else(|| refuse(&plugin, descriptors.spent(&plugin, "send a request")))?;
+            let response = send(&plugin, &grant, &secrets, &memory, request, options)
                 .await
                 .map_err(|message| refuse(&plugin, message))?;
             Ok((response, Box::new(async { Ok(()) }) as Sent))
@@ -98,6 +125,7 @@ async fn send(
     plugin: &str,
     grant: &NetworkGrant,
     secrets: &Secrets,
+    memory: &Arc<CallMemory>,
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<http::Response<WasiBody>, String> {
@@ -184,6 +212,18 @@ async fn send(
             }
         })?
         .to_bytes();
+    let over_memory = |what: String| {
+        format!(
+            "{what} would put plugin '{plugin}' over its memory limit of {} (its memory and what the host holds for it count together)",
+            size(memory.limit())
+        )
+    };
+    let _sending = memory.charge(body.len() as u64).map_err(|_| {
+        over_memory(format!(
+            "the request body to {origin_text} ({})",
+            size(body.len() as u64)
+        ))
+    })?;
     let mut headers = parts.headers;
     headers.remove(http::header::HOST);
     // Hop-by-hop: how the answer travels is the host's to choose. A guest's
@@ -281,11 +321,33 @@ async fn send(
     for secret in &scrub {
         data = replace_all(&data, secret, SCRUBBED);
     }
-    let body = Full::new(Bytes::from(data))
-        .map_err(|never| match never {})
-        .boxed_unsync();
+    // Counted until the guest has read it and let go of it.
+    let charge = memory.charge(data.len() as u64).map_err(|_| {
+        over_memory(format!(
+            "the response from {origin_text} ({})",
+            size(data.len() as u64)
+        ))
+    })?;
+    let body = Full::new(Bytes::from_owner(Held {
+        data,
+        _charge: charge,
+    }))
+    .map_err(|never| match never {})
+    .boxed_unsync();
     out.body(body)
         .map_err(|e| format!("the response from {origin_text} could not be passed on: {e}"))
+}
+
+/// An answer's bytes and the memory they are charged to.
+struct Held {
+    data: Vec<u8>,
+    _charge: Charge,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
 }
 
 /// Why the body of an answer is not the plain bytes the scrub reads, if it

@@ -15,7 +15,9 @@ use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::descriptors::{CallDescriptors, DescriptorBudget};
 use super::grants::{DirMode, Grants, Limits};
+use super::host_memory::{CallCharges, CallMemory};
 use super::http::NetworkAccess;
 use super::output::{CallLog, GuestOutput};
 use super::secrets::Secrets;
@@ -35,6 +37,12 @@ pub struct PluginState {
     http: WasiHttpCtx,
     /// Where `wasi:http` requests may go.
     network: NetworkAccess,
+    /// The host descriptors the call holds.
+    descriptors: CallDescriptors,
+    /// Its memory limit, shared by linear memory and what the host holds.
+    memory: Arc<CallMemory>,
+    /// What the host holds for it until it ends.
+    charges: CallCharges,
 }
 
 /// How often a paused deadline is looked at again.
@@ -142,6 +150,32 @@ impl WasiHttpView for PluginState {
     }
 }
 
+impl PluginState {
+    pub(super) fn memory(&self) -> Arc<CallMemory> {
+        self.memory.clone()
+    }
+
+    pub(super) fn charges(&mut self) -> &mut CallCharges {
+        &mut self.charges
+    }
+
+    /// The call's filesystem, and the count of what it has open.
+    pub(super) fn filesystem_and_descriptors(
+        &mut self,
+    ) -> (
+        wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
+        &mut CallDescriptors,
+    ) {
+        (
+            wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+                ctx: self.wasi.filesystem(),
+                table: &mut self.table,
+            },
+            &mut self.descriptors,
+        )
+    }
+}
+
 /// The shared types interface has no functions; the bindings still ask for
 /// its (empty) host trait.
 impl super::bindings::wasmclaw::plugin::types::Host for PluginState {}
@@ -164,7 +198,7 @@ impl PluginState {
     pub fn breach(&self) -> Option<Breach> {
         if self.timed_out {
             Some(Breach::Deadline)
-        } else if self.limiter.breached {
+        } else if self.limiter.breached || self.memory.host_breached() {
             Some(Breach::Memory)
         } else if self.log.breached() {
             Some(Breach::LogLines)
@@ -178,13 +212,15 @@ impl PluginState {
 pub enum Capabilities<'a> {
     /// Nothing: used to call `list-tools` at load.
     None,
-    /// What the grants name; credentials are looked up in `secrets`.
-    Granted(&'a Grants, &'a Arc<Secrets>),
+    /// What the grants name; credentials are looked up in `secrets`, and
+    /// descriptors are taken from the host-wide `budget`.
+    Granted(&'a Grants, &'a Arc<Secrets>, &'a Arc<DescriptorBudget>),
 }
 
-/// Most WASI resources (open files, streams, pollables) one call may hold;
-/// each costs host memory that the guest's memory limit does not count.
-const MAX_RESOURCES: usize = 4096;
+/// Most WASI resources (open files, streams, pollables, HTTP objects) one
+/// call may hold at once: each entry costs host memory besides what
+/// [`super::host_memory`] counts.
+pub const MAX_RESOURCES: usize = 4096;
 
 /// A fresh store for one call of `plugin`, stopped at `deadline`.
 pub fn new_store(
@@ -201,13 +237,31 @@ pub fn new_store(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
-    let network = match caps {
-        Capabilities::Granted(grants, secrets) => {
-            NetworkAccess::new(plugin.clone(), grants.network.clone(), secrets.clone())
-        }
-        Capabilities::None => NetworkAccess::new(plugin.clone(), Arc::default(), Arc::default()),
+    let memory = CallMemory::new(limits.memory_bytes);
+    let (network, mut descriptors) = match caps {
+        Capabilities::Granted(grants, secrets, budget) => (
+            NetworkAccess::new(
+                plugin.clone(),
+                grants.network.clone(),
+                secrets.clone(),
+                budget.clone(),
+                memory.clone(),
+            ),
+            CallDescriptors::new(plugin.clone(), limits.open_files, budget.clone()),
+        ),
+        // Nothing to open, nowhere to send.
+        Capabilities::None => (
+            NetworkAccess::new(
+                plugin.clone(),
+                Arc::default(),
+                Arc::default(),
+                DescriptorBudget::new(0),
+                memory.clone(),
+            ),
+            CallDescriptors::new(plugin.clone(), 0, DescriptorBudget::new(0)),
+        ),
     };
-    if let Capabilities::Granted(grants, _) = caps {
+    if let Capabilities::Granted(grants, _, _) = caps {
         for name in &grants.env {
             if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
                 wasi.env(name, value);
@@ -223,6 +277,7 @@ pub fn new_store(
                     dir.host.display()
                 );
             }
+            descriptors.preopen().map_err(anyhow::Error::msg)?;
             let perms = match dir.mode {
                 DirMode::ReadOnly => FsPerms::ReadOnly,
                 DirMode::ReadWrite => FsPerms::ReadWrite,
@@ -240,7 +295,7 @@ pub fn new_store(
             table.set_max_capacity(MAX_RESOURCES);
             table
         },
-        limiter: MemoryLimiter::new(limits.memory_bytes),
+        limiter: MemoryLimiter::new(memory.clone()),
         log,
         deadline,
         timed_out: false,
@@ -248,6 +303,9 @@ pub fn new_store(
         config: "{}".into(),
         http: WasiHttpCtx::new(),
         network,
+        descriptors,
+        memory,
+        charges: CallCharges::default(),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -296,20 +354,19 @@ pub async fn until_deadline<T>(
     })
 }
 
-/// Caps the linear memory of all memories of one instance together.
+/// Caps the linear memory of all memories of one instance together, and
+/// what the host holds for the call (see [`super::host_memory`]).
 struct MemoryLimiter {
-    limit: u64,
-    used: u64,
+    memory: Arc<CallMemory>,
     /// Growth granted by `memory_growing` but not yet known to have happened.
     pending: u64,
     breached: bool,
 }
 
 impl MemoryLimiter {
-    fn new(limit: u64) -> Self {
+    fn new(memory: Arc<CallMemory>) -> Self {
         Self {
-            limit,
-            used: 0,
+            memory,
             pending: 0,
             breached: false,
         }
@@ -324,14 +381,13 @@ impl ResourceLimiter for MemoryLimiter {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let grow = desired.saturating_sub(current) as u64;
-        if self.used.saturating_add(grow) > self.limit {
+        if !self.memory.grow_linear(grow) {
             // Stop the guest here rather than hand it a failed allocation that
             // some languages would swallow and some would turn into a vague
             // trap later.
             self.breached = true;
             return Err(wasmtime::Error::msg("memory limit exceeded"));
         }
-        self.used += grow;
         self.pending = grow;
         Ok(true)
     }
@@ -339,7 +395,7 @@ impl ResourceLimiter for MemoryLimiter {
     fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
         // The growth was refused later (e.g. past the memory's own maximum):
         // it did not happen, so it does not count.
-        self.used -= std::mem::take(&mut self.pending);
+        self.memory.undo_linear(std::mem::take(&mut self.pending));
         Ok(())
     }
 

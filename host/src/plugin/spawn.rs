@@ -16,9 +16,15 @@ use super::error::{ErrorKind, ToolError};
 use super::sandbox::PluginState;
 use crate::protocol::SubTurnRequest;
 
-/// Runs a child of the turn that made a tool call.
+/// Runs a child of the turn that made a tool call. One is handed to each
+/// call, so it can count what that call starts.
 pub trait SubTurnSpawner: Send + Sync {
-    fn run(&self, request: SubTurnRequest) -> BoxFuture<'static, Result<String, ToolError>>;
+    /// Runs a child for `plugin` and returns its answer.
+    fn run(
+        &self,
+        plugin: &str,
+        request: SubTurnRequest,
+    ) -> BoxFuture<'static, Result<String, ToolError>>;
 }
 
 /// What one call may do with `agent.spawn-subturn`.
@@ -61,7 +67,7 @@ impl Host for PluginState {
             token_budget: request.token_budget,
         };
         self.deadline.pause();
-        let result = spawner.run(request).await;
+        let result = spawner.run(&access.plugin, request).await;
         self.deadline.resume();
         Ok(result.map_err(PluginError::from))
     }

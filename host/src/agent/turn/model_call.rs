@@ -68,10 +68,17 @@ impl Turn {
         };
         let response = hooks.after_llm(&self.hook_scope(), response).await?;
         if let Some(budget) = self.spec.token_budget {
-            let used = self.usage.input_tokens + self.usage.output_tokens;
+            // Its sub-agents' tokens count against its budget too.
+            let used = self.control.usage.tokens();
             if used > budget {
+                let children = self.control.usage.children_tokens();
+                let of_which = if children > 0 {
+                    format!(" ({children} of them by its sub-agents)")
+                } else {
+                    String::new()
+                };
                 return Err(Failure::BudgetExceeded(format!(
-                    "used {used} tokens, over its budget of {budget}"
+                    "used {used} tokens{of_which}, over its budget of {budget}"
                 )));
             }
         }
@@ -157,6 +164,9 @@ impl Turn {
         let answered = answered?;
         let response = answered.response;
         self.usage += response.usage;
+        self.control
+            .usage
+            .add_own(response.usage.input_tokens + response.usage.output_tokens);
         self.publish(EventBody::LlmResponse {
             iteration,
             model: answered.model.clone(),
