@@ -10,6 +10,7 @@
 //! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
 //! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
 //! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
+//! - [`pool`]: the threads guest code runs on, apart from the host's runtime.
 //! - [`output`]: the guest's log, stdout and stderr, into the host log, line-budgeted.
 //! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
 //! - [`tools`]: tool specs: name rules, schemas, argument validation.
@@ -34,6 +35,7 @@ pub mod http;
 pub mod loader;
 pub mod network;
 pub mod output;
+pub mod pool;
 pub mod sandbox;
 pub mod secrets;
 pub mod spawn;

@@ -8,6 +8,7 @@ mod cli;
 mod examples;
 mod hook_examples;
 mod hooks;
+mod isolation;
 mod languages;
 mod llm_faults;
 mod loading;
