@@ -208,11 +208,32 @@ impl EventBus {
         self.subscribe_after(filter, delivery).0
     }
 
+    /// [`EventBus::subscribe`], with the subscriber's drops added to
+    /// `dropped` at the moment each is dropped (an observer's count, kept
+    /// across the subscriptions of its reloads).
+    pub fn subscribe_counted(
+        &self,
+        filter: Filter,
+        delivery: Delivery,
+        dropped: Arc<AtomicU64>,
+    ) -> Subscription {
+        self.subscribe_with(filter, delivery, dropped).0
+    }
+
     /// [`EventBus::subscribe`], and the `seq` of the last event published
     /// before it: every later event reaches the subscription, no earlier
     /// one does (for a reader that takes the earlier ones from the event
     /// log).
     pub fn subscribe_after(&self, filter: Filter, delivery: Delivery) -> (Subscription, u64) {
+        self.subscribe_with(filter, delivery, Arc::default())
+    }
+
+    fn subscribe_with(
+        &self,
+        filter: Filter,
+        delivery: Delivery,
+        dropped: Arc<AtomicU64>,
+    ) -> (Subscription, u64) {
         let (sender, receiver) = match delivery {
             Delivery::Lossless => {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -223,7 +244,7 @@ impl EventBus {
                 (Sender::Bounded(tx), Receiver::Bounded(rx))
             }
         };
-        let (dropped, gaps, last) = self.add(filter, sender);
+        let (dropped, gaps, last) = self.add(filter, sender, dropped);
         let subscription = Subscription {
             receiver,
             dropped,
@@ -237,14 +258,18 @@ impl EventBus {
     /// session store's writer).
     pub fn subscribe_all_lossless(&self) -> mpsc::UnboundedReceiver<Arc<Event>> {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.add(Filter::default(), Sender::Lossless(tx));
+        self.add(Filter::default(), Sender::Lossless(tx), Arc::default());
         rx
     }
 
     /// Registers a subscriber; its drop counter, its gap list, and the last
     /// `seq` published before it.
-    fn add(&self, filter: Filter, sender: Sender) -> (Arc<AtomicU64>, Gaps, u64) {
-        let dropped = Arc::new(AtomicU64::new(0));
+    fn add(
+        &self,
+        filter: Filter,
+        sender: Sender,
+        dropped: Arc<AtomicU64>,
+    ) -> (Arc<AtomicU64>, Gaps, u64) {
         let gaps = Gaps::default();
         let mut inner = self.inner.lock().unwrap();
         // A subscriber to a session that went quiet is not reached by
@@ -311,7 +336,8 @@ impl Subscription {
         }
     }
 
-    /// Events dropped for this subscriber so far.
+    /// Events dropped for this subscriber so far (with
+    /// [`EventBus::subscribe_counted`], the shared count).
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }

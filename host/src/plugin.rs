@@ -14,6 +14,7 @@
 //! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
 //! - [`descriptors`]: host descriptors held for calls, bounded per call and host-wide.
 //! - [`host_memory`]: what the host holds for a call (HTTP objects), counted against its memory limit.
+//! - [`pool`]: the threads guest code runs on, apart from the host's runtime.
 //! - [`output`]: the guest's log, stdout and stderr, into the host log, line-budgeted.
 //! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
 //! - [`tools`]: tool specs: name rules, schemas, argument validation.
@@ -43,6 +44,7 @@ pub mod http;
 pub mod loader;
 pub mod network;
 pub mod output;
+pub mod pool;
 pub mod protected;
 pub mod sandbox;
 pub mod secrets;

@@ -2,12 +2,13 @@
 //! before it is read), the compiler process's time and memory; and `serve`
 //! answers while plugins load.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
 use wasmclaw::plugin::cache::LoadLimits;
 use wasmclaw::plugin::call::size;
 use wasmclaw::plugin::{PluginStatus, Plugins, Runtime, RuntimeConfig};
@@ -173,7 +174,9 @@ async fn serve_answers_while_plugins_load_and_turns_wait_for_them() {
     let made = Command::new("mkfifo").arg(&grants).status().unwrap();
     assert!(made.success());
     let home = dir.scratch("home");
-    let mut child = Command::new(wasmclaw_bin())
+    // Killed on drop: a failing assertion never leaves it (and the reader of
+    // its stdout) running.
+    let mut child = tokio::process::Command::new(wasmclaw_bin())
         .env("WASMCLAW_HOME", &home)
         .env("RUST_LOG", "error")
         .env("WASMCLAW_API_TOKEN", "t")
@@ -182,21 +185,20 @@ async fn serve_answers_while_plugins_load_and_turns_wait_for_them() {
         .args(["--base-url", &fake.openai_base_url()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let url = tokio::time::timeout(
-        LIMIT,
-        tokio::task::spawn_blocking(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .find_map(|l| l.strip_prefix("wasmclaw serving on ").map(str::to_string))
-        }),
-    )
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(LIMIT, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("wasmclaw serving on ") {
+                return Some(url.to_string());
+            }
+        }
+        None
+    })
     .await
     .expect("serve listens while plugins load")
-    .unwrap()
     .expect("the server says where it serves");
     let client = reqwest::Client::new();
     let health: Value = client
@@ -257,6 +259,5 @@ async fn serve_answers_while_plugins_load_and_turns_wait_for_them() {
         .await
         .unwrap();
     assert_eq!(listed["plugins"][0]["status"], "ok");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill().await.unwrap();
 }

@@ -13,6 +13,7 @@ mod hook_budgets;
 mod hook_examples;
 mod hooks;
 mod host_memory;
+mod isolation;
 mod languages;
 mod llm_faults;
 mod llm_replies;

@@ -170,7 +170,7 @@ fn live_probe(wasm: &Path, tool: &str) {
             ..RuntimeConfig::default()
         })
         .unwrap();
-        let plugin = Plugins::load_file(&runtime, wasm).await.unwrap();
+        let plugin = std::sync::Arc::new(Plugins::load_file(&runtime, wasm).await.unwrap());
         let ctx = ctx();
         drop(plugin.call_and_keep(&ctx, tool, TEXT).await.unwrap());
         let before = rss_kib();

@@ -1,7 +1,9 @@
-//! `on-event` hooks. Each runs on a task of its own, fed by a bounded bus
-//! subscription of its own (`[hooks] queue`, 256 events by default): a slow
-//! observer never stalls a turn or another observer; the events that do not
-//! fit its queue are dropped and counted.
+//! `on-event` hooks. Each runs on a task of its own on the plugin pool
+//! ([`crate::plugin::pool`]), fed by a bounded bus subscription of its own
+//! (`[hooks] queue`, 256 events by default): a slow or busy observer never
+//! stalls a turn or takes CPU from one; the events that do not fit its queue
+//! are dropped, and counted at the moment they are dropped (the observer
+//! learns of the gap when it reaches it).
 //!
 //! Events are delivered one at a time, in order, each in a fresh instance.
 //! When the host stops, each observer is given a grace period to take in
@@ -31,7 +33,8 @@ use crate::protocol::{Event, EventBody, HookEffect};
 #[derive(Debug, Default)]
 struct Counts {
     delivered: AtomicU64,
-    dropped: AtomicU64,
+    /// Counted by the bus as each event is dropped.
+    dropped: Arc<AtomicU64>,
     failed: AtomicU64,
 }
 
@@ -77,11 +80,11 @@ impl Observers {
 
     /// Starts the observers of plugins new to `catalog` (or reloaded), and
     /// stops those of plugins no longer in it. Without a tokio runtime
-    /// nothing starts.
+    /// nothing starts (a command that runs no turns).
     pub fn refresh(&self, catalog: &Catalog) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        if tokio::runtime::Handle::try_current().is_err() {
             return;
-        };
+        }
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let wanted: HashMap<&str, &Arc<Plugin>> = catalog
             .plugins
@@ -111,21 +114,22 @@ impl Observers {
                 .iter()
                 .find(|s| s.point == HookPoint::OnEvent)
                 .expect("filtered on it");
-            let events = self.bus.subscribe(
+            let counts = inner.counts.entry(name.to_string()).or_default().clone();
+            let events = self.bus.subscribe_counted(
                 Filter {
                     kinds: subscription.events.clone(),
                     ..Filter::default()
                 },
                 Delivery::Bounded(plugin.grants.hooks.queue),
+                counts.dropped.clone(),
             );
-            let counts = inner.counts.entry(name.to_string()).or_default().clone();
             let closing = CancellationToken::new();
             let observer = Observer {
                 plugin: plugin.clone(),
                 counts,
                 bus: self.bus.clone(),
             };
-            let task = runtime.spawn(observer.run(events, closing.clone()));
+            let task = crate::plugin::pool::spawn(observer.run(events, closing.clone()));
             inner.running.insert(
                 name.to_string(),
                 Running {
@@ -191,7 +195,7 @@ impl Observer {
             match received {
                 Some(Received::Event(event)) => self.deliver(&event).await,
                 Some(Received::Dropped(n)) => {
-                    self.counts.dropped.fetch_add(n, Ordering::Relaxed);
+                    // Already counted, when they were dropped.
                     tracing::warn!(hook = %self.plugin.name, "on-event hook fell behind: {n} events dropped");
                 }
                 None => break,

@@ -8,9 +8,8 @@ use super::bindings::wasmclaw::plugin::types as wit;
 use super::error::{ErrorKind, ToolError};
 use super::grants::Limits;
 use super::loader::{Plugin, wasm_error_chain};
-use super::sandbox::{
-    Breach, Capabilities, Deadline, MAX_RESOURCES, PluginState, new_store, until_deadline,
-};
+use super::pool;
+use super::sandbox::{Breach, Capabilities, Deadline, MAX_RESOURCES, PluginState, new_store};
 use super::spawn::{SpawnAccess, SubTurnSpawner};
 
 /// Who is calling: passed to the plugin as its `call-context`.
@@ -42,7 +41,7 @@ impl Plugin {
     /// Runs `tool` in a fresh instance. `arguments` must already have been
     /// checked against the tool's schema (see [`super::Plugins::call`]).
     pub async fn call(
-        &self,
+        self: &Arc<Self>,
         ctx: &CallContext,
         tool: &str,
         arguments: &str,
@@ -54,27 +53,33 @@ impl Plugin {
     /// [`Plugin::call`], and the instance kept alive after it (the
     /// benchmarks measure what one live instance costs).
     pub async fn call_and_keep(
-        &self,
+        self: &Arc<Self>,
         ctx: &CallContext,
         tool: &str,
         arguments: &str,
     ) -> Result<(String, LiveInstance), ToolError> {
         let limits = &self.grants.limits;
-        let (mut store, deadline) = self.call_store(ctx)?;
+        let (store, deadline) = self.call_store(ctx)?;
         let wit_ctx = wit_context(ctx, &deadline);
-        let Some(export) = &self.tool_export else {
+        let Some(export) = self.tool_export.clone() else {
             return Err(ToolError::new(
                 ErrorKind::NotFound,
                 format!("plugin '{}' offers no tools", self.name),
             ));
         };
-        let outcome = until_deadline(&mut store, async |store| {
-            let instance = self.pre.instantiate_async(&mut *store).await?;
-            export
-                .load(&mut *store, &instance)?
-                .call_call_tool(&mut *store, &wit_ctx, tool, &arguments.to_string())
-                .await
-        })
+        let (plugin, tool, arguments) = (self.clone(), tool.to_string(), arguments.to_string());
+        let (store, outcome) = pool::call_guest(
+            store,
+            Box::new(move |store| {
+                Box::pin(async move {
+                    let instance = plugin.pre.instantiate_async(&mut *store).await?;
+                    export
+                        .load(&mut *store, &instance)?
+                        .call_call_tool(&mut *store, &wit_ctx, &tool, &arguments)
+                        .await
+                })
+            }),
+        )
         .await;
         match outcome {
             Ok(Ok(output)) => {
@@ -161,7 +166,8 @@ impl Plugin {
         store.data_mut().spawn = SpawnAccess {
             plugin: self.name.to_string(),
             granted: self.grants.spawn_subturn,
-            spawner: ctx.spawner.as_ref().map(|s| s.0.clone()),
+            // Children run with the turns, not on the plugin pool.
+            spawner: ctx.spawner.as_ref().map(|s| pool::on_caller(s.0.clone())),
         };
         store.data_mut().config = self.grants.config_json.clone();
         Ok((store, deadline))

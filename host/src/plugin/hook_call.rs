@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use super::bindings::wit_hooks as wit;
 use super::call::{CallContext, describe_failure, size, wit_context};
 use super::error::ToolError;
@@ -11,7 +13,8 @@ use super::grants::Limits;
 use super::hook_settings::FailMode;
 use super::hook_view::{Cuts, INPUT_SHARE, TooLarge, input_bound};
 use super::loader::Plugin;
-use super::sandbox::{Capabilities, Deadline, new_store, until_deadline};
+use super::pool;
+use super::sandbox::{Capabilities, Deadline, new_store};
 use super::subscriptions::HookPoint;
 
 pub use wit::{LlmDecision, ResultDecision, ToolDecision};
@@ -35,6 +38,45 @@ pub enum HookInput<'a> {
     OnEvent(&'a String),
 }
 
+/// [`HookInput`] copied, for the call on the plugin pool.
+enum OwnedInput {
+    BeforeLlm(String),
+    AfterLlm(String),
+    BeforeTool {
+        tool: String,
+        arguments: String,
+    },
+    AfterTool {
+        tool: String,
+        arguments: String,
+        outcome: Result<String, wit::PluginError>,
+    },
+    OnEvent(String),
+}
+
+impl From<HookInput<'_>> for OwnedInput {
+    fn from(input: HookInput<'_>) -> Self {
+        match input {
+            HookInput::BeforeLlm(request) => OwnedInput::BeforeLlm(request.clone()),
+            HookInput::AfterLlm(response) => OwnedInput::AfterLlm(response.clone()),
+            HookInput::BeforeTool { tool, arguments } => OwnedInput::BeforeTool {
+                tool: tool.to_string(),
+                arguments: arguments.clone(),
+            },
+            HookInput::AfterTool {
+                tool,
+                arguments,
+                outcome,
+            } => OwnedInput::AfterTool {
+                tool: tool.to_string(),
+                arguments: arguments.clone(),
+                outcome: outcome.clone().map_err(wit::PluginError::from),
+            },
+            HookInput::OnEvent(event) => OwnedInput::OnEvent(event.clone()),
+        }
+    }
+}
+
 /// What it answered.
 pub enum HookOutput {
     Llm(LlmDecision),
@@ -47,13 +89,13 @@ impl Plugin {
     /// Calls the hook for `input` in a fresh instance. The error says in
     /// plain words why the call failed (a trap, a breached limit).
     pub async fn call_hook(
-        &self,
+        self: &Arc<Self>,
         ctx: &CallContext,
         input: HookInput<'_>,
     ) -> Result<HookOutput, String> {
-        let Some(export) = &self.hooks_export else {
+        if self.hooks_export.is_none() {
             return Err(format!("plugin '{}' exports no hooks", self.name));
-        };
+        }
         let settings = &self.grants.hooks;
         let mut cuts = Cuts::default();
         let cut = self.shown(&input, &mut cuts)?;
@@ -81,44 +123,47 @@ impl Plugin {
         .map_err(|e| format!("plugin '{}' could not start: {e:#}", self.name))?;
         store.data_mut().config = self.grants.config_json.clone();
         let wit_ctx = wit_context(ctx, &deadline);
-        let outcome = until_deadline(&mut store, async |store| {
-            let instance = self.pre.instantiate_async(&mut *store).await?;
-            let hooks = export.load(&mut *store, &instance)?;
-            Ok(match input {
-                HookInput::BeforeLlm(request) => HookOutput::Llm(
-                    hooks
-                        .call_before_llm(&mut *store, &wit_ctx, request)
-                        .await?,
-                ),
-                HookInput::AfterLlm(response) => HookOutput::Llm(
-                    hooks
-                        .call_after_llm(&mut *store, &wit_ctx, response)
-                        .await?,
-                ),
-                HookInput::BeforeTool { tool, arguments } => HookOutput::Tool(
-                    hooks
-                        .call_before_tool(&mut *store, &wit_ctx, tool, arguments)
-                        .await?,
-                ),
-                HookInput::AfterTool {
-                    tool,
-                    arguments,
-                    outcome,
-                } => {
-                    let outcome = outcome.clone().map_err(wit::PluginError::from);
-                    let outcome = outcome.as_ref().map(String::as_str);
-                    HookOutput::Result(
-                        hooks
-                            .call_after_tool(&mut *store, &wit_ctx, tool, arguments, outcome)
-                            .await?,
-                    )
-                }
-                HookInput::OnEvent(event) => {
-                    hooks.call_on_event(&mut *store, &wit_ctx, event).await?;
-                    HookOutput::Observed
-                }
-            })
-        })
+        let (plugin, input) = (self.clone(), OwnedInput::from(input));
+        let (store, outcome) = pool::call_guest(
+            store,
+            Box::new(move |store| {
+                Box::pin(async move {
+                    let export = plugin.hooks_export.as_ref().expect("checked above");
+                    let instance = plugin.pre.instantiate_async(&mut *store).await?;
+                    let hooks = export.load(&mut *store, &instance)?;
+                    let ctx = &wit_ctx;
+                    Ok(match input {
+                        OwnedInput::BeforeLlm(request) => HookOutput::Llm(
+                            hooks.call_before_llm(&mut *store, ctx, &request).await?,
+                        ),
+                        OwnedInput::AfterLlm(response) => HookOutput::Llm(
+                            hooks.call_after_llm(&mut *store, ctx, &response).await?,
+                        ),
+                        OwnedInput::BeforeTool { tool, arguments } => HookOutput::Tool(
+                            hooks
+                                .call_before_tool(&mut *store, ctx, &tool, &arguments)
+                                .await?,
+                        ),
+                        OwnedInput::AfterTool {
+                            tool,
+                            arguments,
+                            outcome,
+                        } => {
+                            let outcome = outcome.as_ref().map(String::as_str);
+                            HookOutput::Result(
+                                hooks
+                                    .call_after_tool(&mut *store, ctx, &tool, &arguments, outcome)
+                                    .await?,
+                            )
+                        }
+                        OwnedInput::OnEvent(event) => {
+                            hooks.call_on_event(&mut *store, ctx, &event).await?;
+                            HookOutput::Observed
+                        }
+                    })
+                })
+            }),
+        )
         .await;
         let output =
             outcome.map_err(|e| describe_failure(&self.name, store.data(), &limits, &e))?;

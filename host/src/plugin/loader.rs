@@ -22,8 +22,9 @@ use super::cache::CacheOutcome;
 use super::call::{describe_failure, size};
 use super::engine::Runtime;
 use super::grants::Grants;
+use super::pool;
 use super::protected::Protected;
-use super::sandbox::{Capabilities, Deadline, PluginState, new_store, until_deadline};
+use super::sandbox::{Capabilities, Deadline, PluginState, new_store};
 use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
 
@@ -168,11 +169,14 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
                 describe_failure(&name, store.data(), &grants.limits, &e)
             )
         };
-        let instance = match until_deadline(&mut store, async |store| {
-            pre.instantiate_async(&mut *store).await
-        })
-        .await
-        {
+        let on_pool = pre.clone();
+        let (back, instance) = pool::call_guest(
+            store,
+            Box::new(move |store| Box::pin(async move { on_pool.instantiate_async(store).await })),
+        )
+        .await;
+        store = back;
+        let instance = match instance {
             Ok(instance) => instance,
             Err(e) => return Err(failed(&store, "instantiation", e)),
         };
@@ -182,11 +186,13 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
             let tool = indices
                 .load(&mut store, &instance)
                 .map_err(|e| format!("cannot bind its exports: {}", wasm_error_chain(&e)))?;
-            specs = until_deadline(&mut store, async |store| {
-                tool.call_list_tools(&mut *store).await
-            })
-            .await
-            .map_err(|e| failed(&store, "list-tools", e))?;
+            let (back, listed) = pool::call_guest(
+                store,
+                Box::new(move |store| Box::pin(async move { tool.call_list_tools(store).await })),
+            )
+            .await;
+            store = back;
+            specs = listed.map_err(|e| failed(&store, "list-tools", e))?;
         }
         let mut subscriptions = Vec::new();
         if let Some(indices) = &hooks_export {
@@ -196,11 +202,15 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
                     wasm_error_chain(&e)
                 )
             })?;
-            subscriptions = until_deadline(&mut store, async |store| {
-                hooks.call_subscriptions(&mut *store).await
-            })
-            .await
-            .map_err(|e| failed(&store, "subscriptions", e))?;
+            let (back, listed) = pool::call_guest(
+                store,
+                Box::new(move |store| {
+                    Box::pin(async move { hooks.call_subscriptions(store).await })
+                }),
+            )
+            .await;
+            store = back;
+            subscriptions = listed.map_err(|e| failed(&store, "subscriptions", e))?;
         }
         (specs, subscriptions)
     };

@@ -325,8 +325,9 @@ pub fn new_store(
 /// Runs `call` (instantiation and the calls into the instance) until the
 /// store's deadline. The epoch callback stops a guest that computes past it;
 /// this stops one that waits past it inside a host call (a WASI sleep or
-/// poll), by dropping the call, which unwinds the guest's stack.
-pub async fn until_deadline<T>(
+/// poll), by dropping the call, which unwinds the guest's stack. Called on
+/// the plugin pool, through [`super::pool::call_guest`].
+pub(super) async fn until_deadline<T>(
     store: &mut Store<PluginState>,
     call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
 ) -> wasmtime::Result<T> {
