@@ -2,6 +2,8 @@
 //!
 //! - [`turn`]: one turn, from the user's message to the final answer.
 //! - [`tools`]: running the tool calls of one model reply.
+//! - [`arguments`]: a call's arguments before it runs: one JSON object, and
+//!   no call of a reply cut at the token limit.
 //! - [`control`]: how a running turn is steered and interrupted, and its
 //!   place in the tree of turns.
 //! - [`subturn`]: child turns (sub-agents): limits, running, delivery.

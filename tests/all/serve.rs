@@ -227,17 +227,23 @@ async fn the_event_stream_resumes_after_a_dropped_connection_losing_nothing() {
     let first = first["turn_id"].as_str().unwrap().to_string();
     let mut seen = until_turn_end(&mut stream, &first).await;
     // The connection drops in the middle of the next turn...
-    let (_, second) = post(
-        &server,
-        "/v1/sessions/r/messages",
-        json!({"content": "two"}),
-    )
-    .await;
-    let second = second["turn_id"].as_str().unwrap().to_string();
+    let second = tokio::spawn({
+        let (client, url) = (
+            server.client(),
+            server.at("/v1/sessions/r/messages?wait=true"),
+        );
+        async move {
+            let response = client.post(url).json(&json!({"content": "two"})).send();
+            let done: Value = response.await.unwrap().json().await.unwrap();
+            done["turn_id"].as_str().unwrap().to_string()
+        }
+    });
     let next = tokio::time::timeout(LIMIT, stream.next()).await.unwrap();
     seen.push(next.unwrap());
     drop(stream);
-    // ...which, and a third, go on without the client.
+    // ...which, and a third, go on without the client. The third is sent
+    // once the second has ended, so it is a turn of its own, not steering.
+    let second = tokio::time::timeout(LIMIT, second).await.unwrap().unwrap();
     let (_, third) = post(
         &server,
         "/v1/sessions/r/messages?wait=true",

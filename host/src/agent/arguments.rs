@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::llm::FinishReason;
 use crate::llm::http::snippet;
+use crate::plugin::tools::json_type;
 use crate::plugin::{ErrorKind, ToolError};
 
 /// The most characters of refused arguments quoted back to the model.
@@ -44,17 +45,6 @@ pub fn check_object(tool: &str, arguments: &str) -> Result<(), ToolError> {
             snippet(arguments, QUOTED_CHARS)
         ),
     ))
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -290,7 +290,8 @@ fn type_text(property: &Value) -> String {
     }
 }
 
-fn json_type(v: &Value) -> &'static str {
+/// A JSON value's type as a sentence names it: `a string`, `null`.
+pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
