@@ -6,6 +6,8 @@
 //! it once, and runs every tool call in a fresh `Store` with its own limits and
 //! only the capabilities the grants name.
 //!
+//! - [`bindings`]: the host side of the WIT contract, generated once.
+//! - [`error`]: [`ToolError`], the failure a tool call gives the model.
 //! - [`engine`]: the one wasmtime engine (pooling allocator, epoch ticker).
 //! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
 //! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
@@ -21,10 +23,12 @@
 //! - [`catalog`]: the loaded plugin set and which plugin owns which tool.
 //! - [`call`]: one tool call, from arguments to result or [`ToolError`].
 //! - [`subscriptions`]: the points a hook plugin hooks.
+//! - [`hook_settings`]: a hook plugin's budget and fail modes, from its grants.
 //! - [`hook_call`]: one hook call in a fresh instance.
 //! - [`hook_view`]: what a hook is shown: its input cut to fit its budget.
 //! - [`network`], [`http`], [`secrets`]: `wasi:http` behind each plugin's
 //!   allow-list, with the operator's credentials added by the host.
+//! - [`spawn`]: `agent.spawn-subturn`, a plugin's way to start a sub-agent.
 //! - [`watch`]: picking up files added, replaced or removed while running.
 
 pub mod bindings;

@@ -230,10 +230,7 @@ async fn serve_answers_while_plugins_load_and_turns_wait_for_them() {
                 .unwrap()
         }
     });
-    tokio::task::spawn_blocking(move || std::fs::write(&grants, ""))
-        .await
-        .unwrap()
-        .unwrap();
+    open_gate(&grants).await;
     let answer = tokio::time::timeout(LIMIT, ask).await.unwrap().unwrap();
     assert_eq!(
         answer["answer"],
@@ -260,4 +257,32 @@ async fn serve_answers_while_plugins_load_and_turns_wait_for_them() {
         .unwrap();
     assert_eq!(listed["plugins"][0]["status"], "ok");
     child.kill().await.unwrap();
+}
+
+/// Opens the pipe `gate` for writing and closes it, which lets its reader
+/// (the loader, reading the grants file) go on. Opened without blocking and
+/// tried again until the reader is there, so a server that never reads it
+/// fails the test after [`LIMIT`] instead of hanging it.
+async fn open_gate(gate: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(gate);
+        match opened {
+            Ok(_) => return,
+            // ENXIO: nobody has the pipe open for reading yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the loader never opened {}",
+                    gate.display()
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("{}: {e}", gate.display()),
+        }
+    }
 }

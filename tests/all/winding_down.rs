@@ -15,7 +15,7 @@ use wasmclaw::protocol::{Accepted, Event, EventBody, InterruptMode, Op, Target, 
 use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent_with, anthropic, kinds, openai, until};
-use wasmclaw_tests::fake_model::{FakeModel, Reply};
+use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply};
 use wasmclaw_tests::{PluginDir, wasmclaw_bin};
 
 /// Well past the 5 s grace, well short of the model's timeout and retries.
@@ -32,6 +32,16 @@ async fn interrupted(
     fake: &FakeModel,
     wire: &str,
     after: &'static str,
+) -> (Vec<std::sync::Arc<Event>>, Duration, Scheduler) {
+    interrupted_then(fake, wire, after, || {}).await
+}
+
+/// As [`interrupted`], calling `then` once the interrupt is accepted.
+async fn interrupted_then(
+    fake: &FakeModel,
+    wire: &str,
+    after: &'static str,
+    then: impl FnOnce(),
 ) -> (Vec<std::sync::Arc<Event>>, Duration, Scheduler) {
     let dir = PluginDir::new();
     let mut candidate = match wire {
@@ -63,6 +73,7 @@ async fn interrupted(
         scheduler.submit(op),
         Ok(Accepted::Interrupted { .. })
     ));
+    then();
     let at = Instant::now();
     seen.extend(until(&mut events, LIMIT, is("turn_end")).await);
     (seen, at.elapsed(), scheduler)
@@ -154,9 +165,11 @@ async fn a_call_that_stalls_mid_stream_ends_the_turn_with_the_text_it_streamed()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_attempt_that_fails_after_the_interrupt_is_not_retried() {
+    // The attempt fails once the interrupt is in.
+    let gate = Gate::default();
     let fake = FakeModel::start([
-        Reply::Delay(
-            Duration::from_millis(500),
+        Reply::Gated(
+            gate.clone(),
             Box::new(Reply::Status {
                 code: 503,
                 message: "overloaded".into(),
@@ -166,7 +179,8 @@ async fn an_attempt_that_fails_after_the_interrupt_is_not_retried() {
         Reply::text("never"),
     ])
     .await;
-    let (events, took, _scheduler) = interrupted(&fake, "openai", "llm_request").await;
+    let (events, took, _scheduler) =
+        interrupted_then(&fake, "openai", "llm_request", || gate.open()).await;
     assert_eq!(
         end(&events),
         (

@@ -34,6 +34,28 @@ pub struct ToolCallReply {
     pub arguments: Value,
 }
 
+/// A gate a [`Reply::Gated`] waits at until the test opens it.
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Default for Gate {
+    /// A closed gate.
+    fn default() -> Self {
+        Gate(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+}
+
+impl Gate {
+    /// Lets every reply waiting at this gate, and every later one, through.
+    pub fn open(&self) {
+        self.0.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    async fn passed(&self) {
+        let _ = self.0.acquire().await;
+    }
+}
+
 /// A scripted reply to one request.
 #[derive(Clone, Debug)]
 pub enum Reply {
@@ -60,6 +82,9 @@ pub enum Reply {
     Malformed,
     /// Waits (before sending anything), then answers with the inner reply.
     Delay(Duration, Box<Reply>),
+    /// Waits (before sending anything) until the test opens the gate, then
+    /// answers with the inner reply: an order a test sets, not a race.
+    Gated(Gate, Box<Reply>),
     /// One tool call whose arguments are sent as this text, JSON or not
     /// (Anthropic, not streamed: parsed, `{}` when they do not parse). When
     /// `cut`, the reply ends at the output token limit (`finish_reason:
@@ -361,10 +386,19 @@ async fn handle(
     let Some(mut reply) = scripted.or_else(|| responder.map(|r| (r.0)(&request))) else {
         return error_response(format, 500, "fake model: no scripted reply left", None);
     };
-    while let Reply::Delay(wait, inner) = reply {
-        tokio::time::sleep(wait).await;
-        reply = *inner;
-    }
+    let reply = loop {
+        reply = match reply {
+            Reply::Delay(wait, inner) => {
+                tokio::time::sleep(wait).await;
+                *inner
+            }
+            Reply::Gated(gate, inner) => {
+                gate.passed().await;
+                *inner
+            }
+            other => break other,
+        };
+    };
     let n = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let ctx = Ctx {
         format,
@@ -399,7 +433,7 @@ async fn handle(
             (Format::OpenAi, true) => sse_response(vec!["data: [DONE]\n\n".into()], false),
             _ => answer(&ctx, stream, "", &[]),
         },
-        Reply::Delay(..) => unreachable!("delays are unwrapped above"),
+        Reply::Delay(..) | Reply::Gated(..) => unreachable!("waits are unwrapped above"),
         Reply::RawToolCall {
             id,
             name,
