@@ -104,6 +104,7 @@ pub fn chain(args: &AgentArgs) -> Result<Chain> {
         max_text: args.max_reply_text,
         max_arguments: args.max_reply_arguments,
         deadline: seconds("--llm-deadline", args.llm_deadline)?,
+        ..CallLimits::default()
     };
     let policy = RetryPolicy {
         max_retry_after: seconds("--max-retry-wait", args.max_retry_wait)?,

@@ -300,7 +300,7 @@ pub struct Accumulator {
     text: String,
     /// Tool calls by block index; arguments as streamed.
     calls: BTreeMap<usize, ToolCall>,
-    /// The bytes of every call's arguments so far.
+    /// The bytes of every call's arguments, name and id so far.
     arguments_len: usize,
     stop_reason: Option<String>,
     usage: WireUsage,
@@ -415,13 +415,18 @@ impl Accumulator {
                     Some(Value::Object(map)) if !map.is_empty() => Value::Object(map).to_string(),
                     _ => String::new(),
                 };
-                self.arguments_len += arguments.len();
-                (self.limits).check_arguments(&self.candidate, self.arguments_len)?;
                 let call = ToolCall {
                     id: id.unwrap_or_default(),
                     name: name.unwrap_or_default(),
                     arguments,
                 };
+                // Names and ids count toward the arguments' bound: a server
+                // that starts endless calls with long ones is bounded too.
+                self.arguments_len += call.arguments.len() + call.name.len() + call.id.len();
+                (self.limits).check_arguments(&self.candidate, self.arguments_len)?;
+                if !self.calls.contains_key(&index) {
+                    (self.limits).check_tool_calls(&self.candidate, self.calls.len() + 1)?;
+                }
                 self.calls.insert(index, call);
             }
             _ => {}
@@ -759,6 +764,49 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(error.kind, LlmErrorKind::TooLarge);
+    }
+
+    #[test]
+    fn tool_call_names_ids_and_count_are_bounded() {
+        let limits = CallLimits {
+            max_arguments: 10,
+            max_tool_calls: 2,
+            ..CallLimits::default()
+        };
+        let start = |index: usize, id: &str, name: &str| {
+            format!(
+                r#"{{"type":"content_block_start","index":{index},"content_block":{{"type":"tool_use","id":"{id}","name":"{name}","input":{{}}}}}}"#
+            )
+        };
+        let arguments_bound = (
+            LlmErrorKind::TooLarge,
+            "the reply's tool-call arguments passed their bound of 10 bytes (--max-reply-arguments)",
+        );
+        // A long name, or a long id, with no arguments at all.
+        let mut acc = Accumulator::new("anthropic:c", limits);
+        let error = acc
+            .on_data(&start(0, "t", "nnnnnnnnnn"), &mut |_: &str| {})
+            .unwrap_err();
+        assert_eq!((error.kind, error.message.as_str()), arguments_bound);
+        let mut acc = Accumulator::new("anthropic:c", limits);
+        let error = acc
+            .on_data(&start(0, "iiiiiiiiii", "f"), &mut |_: &str| {})
+            .unwrap_err();
+        assert_eq!((error.kind, error.message.as_str()), arguments_bound);
+        // Each new block index starts a call: the third is past the bound.
+        let mut acc = Accumulator::new("anthropic:c", limits);
+        acc.on_data(&start(0, "a", "f"), &mut |_: &str| {}).unwrap();
+        acc.on_data(&start(1, "b", "f"), &mut |_: &str| {}).unwrap();
+        let error = acc
+            .on_data(&start(2, "c", "f"), &mut |_: &str| {})
+            .unwrap_err();
+        assert_eq!(
+            (error.kind, error.message.as_str()),
+            (
+                LlmErrorKind::TooLarge,
+                "the reply's tool calls passed their bound of 2 calls"
+            )
+        );
     }
 
     #[test]

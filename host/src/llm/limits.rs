@@ -1,5 +1,6 @@
 //! What one model call may take: an overall deadline, and bounds on the
-//! reply's text and tool-call arguments.
+//! reply's text, its tool-call arguments (with the calls' names and ids),
+//! and the number of its tool calls.
 //!
 //! The bounds are checked as the reply is assembled, before a delta is
 //! published, so a reply past a bound costs at most the bound in memory; the
@@ -13,12 +14,14 @@
 use std::time::Duration;
 
 use super::{LlmError, LlmErrorKind};
-use crate::plugin::call::duration;
+use crate::plugin::call::{duration, size};
 
 /// The default bound on a reply's text: 1 MiB.
 pub const DEFAULT_MAX_TEXT: usize = 1024 * 1024;
 /// The default bound on a reply's tool-call arguments, all calls together.
 pub const DEFAULT_MAX_ARGUMENTS: usize = 1024 * 1024;
+/// The default bound on the number of a reply's tool calls.
+pub const DEFAULT_MAX_TOOL_CALLS: usize = 128;
 /// The default deadline of one attempt of a model call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
@@ -27,9 +30,11 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 pub struct CallLimits {
     /// The most bytes of reply text (`--max-reply-text`).
     pub max_text: usize,
-    /// The most bytes of tool-call arguments, every call of the reply
-    /// together (`--max-reply-arguments`).
+    /// The most bytes of tool-call arguments, names and ids, every call of
+    /// the reply together (`--max-reply-arguments`).
     pub max_arguments: usize,
+    /// The most tool calls in one reply.
+    pub max_tool_calls: usize,
     /// The longest one attempt may take, start to finish (`--llm-deadline`).
     pub deadline: Duration,
 }
@@ -39,6 +44,7 @@ impl Default for CallLimits {
         CallLimits {
             max_text: DEFAULT_MAX_TEXT,
             max_arguments: DEFAULT_MAX_ARGUMENTS,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
             deadline: DEFAULT_DEADLINE,
         }
     }
@@ -64,13 +70,13 @@ impl CallLimits {
             LlmErrorKind::TooLarge,
             format!(
                 "the reply's text passed its bound of {} (--max-reply-text)",
-                bytes(self.max_text)
+                size(self.max_text as u64)
             ),
         ))
     }
 
-    /// An error if tool-call arguments of `len` bytes (all calls together)
-    /// are past the bound.
+    /// An error if tool-call arguments, names and ids of `len` bytes (all
+    /// calls together) are past the bound.
     pub fn check_arguments(&self, candidate: &str, len: usize) -> Result<(), LlmError> {
         if len <= self.max_arguments {
             return Ok(());
@@ -80,7 +86,22 @@ impl CallLimits {
             LlmErrorKind::TooLarge,
             format!(
                 "the reply's tool-call arguments passed their bound of {} (--max-reply-arguments)",
-                bytes(self.max_arguments)
+                size(self.max_arguments as u64)
+            ),
+        ))
+    }
+
+    /// An error if `count` tool calls are past the bound.
+    pub fn check_tool_calls(&self, candidate: &str, count: usize) -> Result<(), LlmError> {
+        if count <= self.max_tool_calls {
+            return Ok(());
+        }
+        Err(LlmError::new(
+            candidate,
+            LlmErrorKind::TooLarge,
+            format!(
+                "the reply's tool calls passed their bound of {} calls",
+                self.max_tool_calls
             ),
         ))
     }
@@ -92,9 +113,9 @@ impl CallLimits {
             LlmErrorKind::TooLarge,
             format!(
                 "{what} passed {}, more than the bounds of the reply's text ({}, --max-reply-text) and arguments ({}, --max-reply-arguments) allow",
-                bytes(self.max_body()),
-                bytes(self.max_text),
-                bytes(self.max_arguments)
+                size(self.max_body() as u64),
+                size(self.max_text as u64),
+                size(self.max_arguments as u64)
             ),
         )
     }
@@ -112,17 +133,6 @@ impl CallLimits {
     }
 }
 
-/// `1 MiB`, `64 KiB` or `1000 bytes`.
-pub fn bytes(n: usize) -> String {
-    const MIB: usize = 1024 * 1024;
-    match n {
-        0 => "0 bytes".to_string(),
-        n if n.is_multiple_of(MIB) => format!("{} MiB", n / MIB),
-        n if n.is_multiple_of(1024) => format!("{} KiB", n / 1024),
-        n => format!("{n} bytes"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +142,7 @@ mod tests {
         let limits = CallLimits {
             max_text: 100,
             max_arguments: 2048,
+            max_tool_calls: 2,
             deadline: Duration::from_millis(1500),
         };
         assert!(limits.check_text("c", 100).is_ok());
@@ -146,6 +157,15 @@ mod tests {
             limits.check_arguments("c", 2049).unwrap_err().message,
             "the reply's tool-call arguments passed their bound of 2 KiB (--max-reply-arguments)"
         );
+        assert!(limits.check_tool_calls("c", 2).is_ok());
+        let many = limits.check_tool_calls("c", 3).unwrap_err();
+        assert_eq!(
+            (many.kind, many.message.as_str()),
+            (
+                LlmErrorKind::TooLarge,
+                "the reply's tool calls passed their bound of 2 calls"
+            )
+        );
         let late = limits.deadline_error("c");
         assert_eq!(late.kind, LlmErrorKind::Timeout);
         assert!(late.is_retryable());
@@ -153,6 +173,6 @@ mod tests {
             late.message,
             "the reply was not complete within the call's deadline of 1500 ms (--llm-deadline)"
         );
-        assert_eq!(bytes(DEFAULT_MAX_TEXT), "1 MiB");
+        assert_eq!(size(DEFAULT_MAX_TEXT as u64), "1 MiB");
     }
 }

@@ -205,7 +205,7 @@ pub struct Accumulator {
     text: String,
     /// Tool calls in the order they first appeared.
     calls: Vec<Slot>,
-    /// The bytes of every call's arguments so far.
+    /// The bytes of every call's arguments, name and id so far.
     arguments_len: usize,
     finish_reason: Option<String>,
     usage: Usage,
@@ -355,23 +355,33 @@ impl Accumulator {
             }),
             (None, None) => self.calls.len().checked_sub(1),
         };
-        let at = found.unwrap_or_else(|| {
-            self.calls.push(Slot {
-                index,
-                call: ToolCall {
-                    id: String::new(),
-                    name: String::new(),
-                    arguments: String::new(),
-                },
-            });
-            self.calls.len() - 1
-        });
+        let at = match found {
+            Some(at) => at,
+            None => {
+                (self.limits).check_tool_calls(&self.candidate, self.calls.len() + 1)?;
+                self.calls.push(Slot {
+                    index,
+                    call: ToolCall {
+                        id: String::new(),
+                        name: String::new(),
+                        arguments: String::new(),
+                    },
+                });
+                self.calls.len() - 1
+            }
+        };
         let call = &mut self.calls[at].call;
+        // Names and ids count toward the arguments' bound: a server that
+        // sends endless ones is bounded too.
         if let Some(id) = id.filter(|_| call.id.is_empty()) {
+            self.arguments_len += id.len();
+            (self.limits).check_arguments(&self.candidate, self.arguments_len)?;
             call.id = id;
         }
         // Some servers repeat the whole name in every chunk.
         if let Some(name) = function.name.filter(|n| !n.is_empty() && *n != call.name) {
+            self.arguments_len += name.len();
+            (self.limits).check_arguments(&self.candidate, self.arguments_len)?;
             call.name.push_str(&name);
         }
         if let Some(arguments) = function.arguments {
@@ -695,6 +705,47 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(error.kind, LlmErrorKind::TooLarge);
+    }
+
+    #[test]
+    fn tool_call_names_ids_and_count_are_bounded() {
+        let limits = CallLimits {
+            max_arguments: 10,
+            max_tool_calls: 2,
+            ..CallLimits::default()
+        };
+        let call = |id: &str, name: &str| {
+            format!(
+                r#"{{"choices":[{{"delta":{{"tool_calls":[{{"id":"{id}","function":{{"name":"{name}"}}}}]}}}}]}}"#
+            )
+        };
+        let arguments_bound = (
+            LlmErrorKind::TooLarge,
+            "the reply's tool-call arguments passed their bound of 10 bytes (--max-reply-arguments)",
+        );
+        // A long name, or a long id, with no arguments at all.
+        let mut acc = Accumulator::new("openai:m", limits);
+        let error = acc
+            .on_data(&call("a", "nnnnnnnnnnn"), &mut |_: &str| {})
+            .unwrap_err();
+        assert_eq!((error.kind, error.message.as_str()), arguments_bound);
+        let mut acc = Accumulator::new("openai:m", limits);
+        let error = acc
+            .on_data(&call("iiiiiiiiiii", "f"), &mut |_: &str| {})
+            .unwrap_err();
+        assert_eq!((error.kind, error.message.as_str()), arguments_bound);
+        // Each new id starts a call: the third is past the bound.
+        let mut acc = Accumulator::new("openai:m", limits);
+        acc.on_data(&call("a", "f"), &mut |_: &str| {}).unwrap();
+        acc.on_data(&call("b", "f"), &mut |_: &str| {}).unwrap();
+        let error = acc.on_data(&call("c", "f"), &mut |_: &str| {}).unwrap_err();
+        assert_eq!(
+            (error.kind, error.message.as_str()),
+            (
+                LlmErrorKind::TooLarge,
+                "the reply's tool calls passed their bound of 2 calls"
+            )
+        );
     }
 
     #[test]

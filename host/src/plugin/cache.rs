@@ -180,11 +180,7 @@ fn compile_in_child(exe: &Path, bytes: &[u8], out: &Path, limits: &LoadLimits) -
         // The child may stop reading (it failed, or it was killed): the
         // write then fails, and the child's status says why.
         s.spawn(move || stdin.write_all(bytes));
-        let reader = s.spawn(move || {
-            let mut text = Vec::new();
-            let _ = stderr.take(CHILD_STDERR).read_to_end(&mut text);
-            String::from_utf8_lossy(&text).into_owned()
-        });
+        let reader = s.spawn(move || head_of(stderr, CHILD_STDERR));
         let status = wait_until(&mut child, Instant::now() + limits.compile_timeout);
         (status, reader.join().unwrap_or_default())
     });
@@ -214,6 +210,16 @@ fn wait_until(child: &mut std::process::Child, deadline: Instant) -> Result<Opti
         }
         std::thread::sleep(CHILD_POLL);
     }
+}
+
+/// The first `keep` bytes of `from`, read to its end: a child that writes
+/// more than that (and more than a pipe holds) is not left blocked on a
+/// full pipe, to be taken for one that ran out of time.
+fn head_of(mut from: impl Read, keep: u64) -> String {
+    let mut text = Vec::new();
+    let _ = from.by_ref().take(keep).read_to_end(&mut text);
+    let _ = std::io::copy(&mut from, &mut std::io::sink());
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 /// Why the child failed, in plain words: a bound it ran into, or what it
@@ -289,4 +295,17 @@ fn compile_to_file(bytes: &[u8], out: &Path) -> Result<()> {
     let engine = Engine::new(&super::engine::compile_config())?;
     let code = engine.precompile_component(bytes)?;
     std::fs::write(out, code).with_context(|| format!("writing {}", out.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_stderr_is_kept_in_part_and_read_to_its_end() {
+        let mut said = std::io::Cursor::new(vec![b'e'; 100 << 10]);
+        let head = head_of(&mut said, CHILD_STDERR);
+        assert_eq!(head, "e".repeat(16 << 10));
+        assert_eq!(said.position(), 100 << 10);
+    }
 }

@@ -11,7 +11,7 @@ use super::call::{CallContext, describe_failure, size, wit_context};
 use super::error::ToolError;
 use super::grants::Limits;
 use super::hook_settings::FailMode;
-use super::hook_view::{Cuts, INPUT_SHARE, TooLarge, input_bound};
+use super::hook_view::{Cuts, INPUT_SHARE, RestoreTooLarge, TooLarge, input_bound};
 use super::loader::Plugin;
 use super::pool;
 use super::sandbox::{Capabilities, Deadline, new_store};
@@ -167,10 +167,15 @@ impl Plugin {
         .await;
         let output =
             outcome.map_err(|e| describe_failure(&self.name, store.data(), &limits, &e))?;
-        Ok(if cuts.is_empty() {
-            output
-        } else {
-            output.restored(&cuts)
+        if cuts.is_empty() {
+            return Ok(output);
+        }
+        output.restored(&mut cuts).map_err(|e| {
+            format!(
+                "plugin '{}' answered with more cut texts to put back whole than its input held ({}); its answer is refused",
+                self.name,
+                size(e.room as u64)
+            )
         })
     }
 
@@ -322,26 +327,26 @@ impl HookInput<'_> {
 
 impl HookOutput {
     /// The texts the hook gave back unchanged from a cut view, put back whole.
-    fn restored(self, cuts: &Cuts) -> HookOutput {
-        match self {
+    fn restored(self, cuts: &mut Cuts) -> Result<HookOutput, RestoreTooLarge> {
+        Ok(match self {
             HookOutput::Llm(LlmDecision::Replace(json)) => {
-                HookOutput::Llm(LlmDecision::Replace(cuts.restore_json(json)))
+                HookOutput::Llm(LlmDecision::Replace(cuts.restore_json(json)?))
             }
             HookOutput::Tool(ToolDecision::Rewrite(json)) => {
-                HookOutput::Tool(ToolDecision::Rewrite(cuts.restore_json(json)))
+                HookOutput::Tool(ToolDecision::Rewrite(cuts.restore_json(json)?))
             }
             HookOutput::Tool(ToolDecision::Answer(text)) => {
-                HookOutput::Tool(ToolDecision::Answer(cuts.restore_text(text)))
+                HookOutput::Tool(ToolDecision::Answer(cuts.restore_text(text)?))
             }
             HookOutput::Result(ResultDecision::Replace(Ok(text))) => {
-                HookOutput::Result(ResultDecision::Replace(Ok(cuts.restore_text(text))))
+                HookOutput::Result(ResultDecision::Replace(Ok(cuts.restore_text(text)?)))
             }
             HookOutput::Result(ResultDecision::Replace(Err(mut e))) => {
-                e.message = cuts.restore_text(e.message);
+                e.message = cuts.restore_text(e.message)?;
                 HookOutput::Result(ResultDecision::Replace(Err(e)))
             }
             other => other,
-        }
+        })
     }
 }
 

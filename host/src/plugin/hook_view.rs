@@ -14,7 +14,10 @@
 //! shown as it is. A cut text that the hook gives back unchanged, marker
 //! included, is put back whole, so a hook that adds a message to a long
 //! conversation, or rewrites one argument, does not lose what it was not
-//! shown.
+//! shown. Each cut text is put back once at most (a copy of it is left as
+//! the hook wrote it), and the texts put back take at most the bytes of the
+//! input, so a hook that repeats a short cut text does not make the host
+//! build its whole text over and over.
 //!
 //! At the tool points, a hook that fails closed guards what it is shown: it
 //! is shown the whole call or it is not called (its failure then denies the
@@ -47,9 +50,20 @@ pub struct TooLarge {
 }
 
 /// The texts one view cut: the text as shown, and the whole text.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Cuts {
     whole: HashMap<String, String>,
+    /// The most bytes of whole texts an answer may have put back: the size
+    /// of the input they were cut from.
+    room: usize,
+}
+
+/// An answer that would have more bytes of cut texts put back than its
+/// input had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreTooLarge {
+    /// The bytes the input had.
+    pub room: usize,
 }
 
 impl Cuts {
@@ -57,31 +71,47 @@ impl Cuts {
         self.whole.is_empty()
     }
 
-    /// `text`, or the whole text it is the cut of.
-    pub fn restore_text(&self, text: String) -> String {
-        match self.whole.get(&text) {
-            Some(whole) => whole.clone(),
-            None => text,
+    /// The whole text `shown` is the cut of, taken: it is put back once.
+    fn take(
+        &mut self,
+        shown: &str,
+        restored: &mut usize,
+    ) -> Result<Option<String>, RestoreTooLarge> {
+        let Some(whole) = self.whole.remove(shown) else {
+            return Ok(None);
+        };
+        *restored += whole.len();
+        if *restored > self.room {
+            return Err(RestoreTooLarge { room: self.room });
         }
+        Ok(Some(whole))
     }
 
-    /// `json` with every string that is a cut text of this view put back
-    /// whole; text that is not JSON is left as it is.
-    pub fn restore_json(&self, json: String) -> String {
+    /// `text`, or the whole text it is the cut of.
+    pub fn restore_text(&mut self, text: String) -> Result<String, RestoreTooLarge> {
+        Ok(self.take(&text, &mut 0)?.unwrap_or(text))
+    }
+
+    /// `json` with the strings that are cut texts of this view put back
+    /// whole, each the first time it appears; text that is not JSON is left
+    /// as it is.
+    pub fn restore_json(&mut self, json: String) -> Result<String, RestoreTooLarge> {
         if self.is_empty() {
-            return json;
+            return Ok(json);
         }
         let Ok(mut doc) = serde_json::from_str::<Value>(&json) else {
             return self.restore_text(json);
         };
-        let mut restored = false;
+        let mut restored = 0;
         for s in strings(&mut doc) {
-            if let Some(whole) = self.whole.get(s.as_str()) {
-                s.clone_from(whole);
-                restored = true;
+            if let Some(whole) = self.take(s.as_str(), &mut restored)? {
+                *s = whole;
+            }
+            if self.is_empty() {
+                break;
             }
         }
-        if restored { doc.to_string() } else { json }
+        Ok(if restored > 0 { doc.to_string() } else { json })
     }
 
     /// Cuts the longest strings of `parts` until, serialized, they take at
@@ -97,6 +127,7 @@ impl Cuts {
         if size <= bound {
             return Ok(());
         }
+        self.room = self.room.saturating_add(size);
         // Each text takes min(len, cap + MARKER_ROOM) at a cap: find the
         // largest cap that fits.
         let taken = |cap: usize| -> usize {
@@ -288,7 +319,8 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .insert(0, json!({"role": "system", "content": "today"}));
-        let restored: Value = serde_json::from_str(&cuts.restore_json(answer.to_string())).unwrap();
+        let restored = cuts.clone().restore_json(answer.to_string()).unwrap();
+        let restored: Value = serde_json::from_str(&restored).unwrap();
         assert_eq!(restored["messages"][0]["content"], "today");
         assert_eq!(
             restored["messages"].as_array().unwrap()[1..],
@@ -297,12 +329,60 @@ mod tests {
         // A text the hook changed is its own.
         let mut edited = doc.clone();
         edited["messages"][1]["content"] = json!("short now");
-        let restored: Value = serde_json::from_str(&cuts.restore_json(edited.to_string())).unwrap();
+        let restored = cuts.clone().restore_json(edited.to_string()).unwrap();
+        let restored: Value = serde_json::from_str(&restored).unwrap();
         assert_eq!(restored["messages"][1]["content"], "short now");
         assert_eq!(restored["messages"][2], original["messages"][2]);
         assert_eq!(
-            cuts.restore_text(b.to_string()),
+            cuts.restore_text(b.to_string()).unwrap(),
             original["messages"][2]["content"]
+        );
+    }
+
+    #[test]
+    fn a_cut_text_given_back_many_times_is_put_back_once() {
+        let big = "a".repeat(100_000);
+        let mut doc = json!({"messages": [{"role": "tool", "content": big}]});
+        let mut cuts = Cuts::default();
+        cuts.fit(&mut [&mut doc], 1_000).unwrap();
+        let shown = doc["messages"][0]["content"].as_str().unwrap().to_string();
+        assert!(shown.len() < 1_000, "{}", shown.len());
+        // A hook that repeats the short cut text a thousand times.
+        let answer = json!({"messages": vec![json!({"role": "tool", "content": shown}); 1000]});
+        let restored = cuts.clone().restore_json(answer.to_string()).unwrap();
+        let restored: Value = serde_json::from_str(&restored).unwrap();
+        let contents: Vec<&str> = (restored["messages"].as_array().unwrap().iter())
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(contents.len(), 1000);
+        assert_eq!(contents[0], big);
+        assert!(contents[1..].iter().all(|c| *c == shown));
+        // A text given back as the answer's whole text, twice over.
+        let mut once = cuts.clone();
+        assert_eq!(once.restore_text(shown.clone()).unwrap(), big);
+        assert_eq!(once.restore_text(shown.clone()).unwrap(), shown);
+    }
+
+    #[test]
+    fn texts_put_back_take_at_most_the_bytes_of_the_input() {
+        let mut doc = json!(["a".repeat(10_000), "b".repeat(10_000)]);
+        let size = doc.to_string().len();
+        let mut cuts = Cuts::default();
+        cuts.fit(&mut [&mut doc], 1_000).unwrap();
+        assert_eq!(cuts.room, size);
+        // Both texts back fit the input they came from.
+        let whole = cuts.clone().restore_json(doc.to_string()).unwrap();
+        assert_eq!(whole.len(), size);
+        // An answer past that room is refused, not built.
+        cuts.room = 15_000;
+        assert_eq!(
+            cuts.clone().restore_json(doc.to_string()),
+            Err(RestoreTooLarge { room: 15_000 })
+        );
+        assert_eq!(
+            cuts.restore_text(doc[0].as_str().unwrap().to_string())
+                .unwrap(),
+            "a".repeat(10_000)
         );
     }
 
