@@ -6,9 +6,11 @@
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
 use wasmclaw::plugin::secrets::Secrets;
 use wasmclaw::plugin::{ErrorKind, Plugins, Runtime, RuntimeConfig};
@@ -81,6 +83,14 @@ async fn server() -> Server {
             }),
         )
         .route("/big", get(|| async { "x".repeat(2 << 20) }))
+        .route(
+            "/big_then_silent",
+            get(|| async {
+                // 4 MiB, then nothing more and no end.
+                let chunks = (0..64).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 64 << 10])));
+                Body::from_stream(stream::iter(chunks).chain(stream::pending()))
+            }),
+        )
         .route(
             "/never",
             get(|| async {
@@ -433,7 +443,7 @@ async fn an_answer_that_would_not_fit_the_calls_memory_limit_is_refused() {
         (
             ErrorKind::Upstream,
             format!(
-                "the response from http://127.0.0.1:{} (2 MiB) would put plugin 'netcheck' over its memory limit of 3 MiB (its memory and what the host holds for it count together)",
+                "the response from http://127.0.0.1:{} would put plugin 'netcheck' over its memory limit of 3 MiB (its memory and what the host holds for it count together)",
                 s.port
             )
         )
@@ -445,4 +455,35 @@ async fn an_answer_that_would_not_fit_the_calls_memory_limit_is_refused() {
     )
     .await;
     assert_eq!(hello.unwrap()["body"], "hello");
+}
+
+/// An answer is charged to the call's memory as it arrives: one bigger than
+/// the limit is refused once it passes it, not after it has all been read
+/// (this one never ends: read whole, it would time out).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_is_refused_as_it_passes_the_calls_memory_limit_before_it_is_all_read() {
+    let s = server().await;
+    let grants = format!(
+        "{}max_response_kib = 8192\ntimeout_ms = 5000\n[limits]\nmemory_mib = 3\n",
+        allow(s.port)
+    );
+    let (_dir, plugins) = netcheck(wasmclaw_tests::runtime(), &grants).await;
+    let url = format!("http://127.0.0.1:{}/big_then_silent", s.port);
+    let started = std::time::Instant::now();
+    let err = fetch(&plugins, json!({ "url": url })).await.unwrap_err();
+    assert_eq!(
+        err,
+        (
+            ErrorKind::Upstream,
+            format!(
+                "the response from http://127.0.0.1:{} would put plugin 'netcheck' over its memory limit of 3 MiB (its memory and what the host holds for it count together)",
+                s.port
+            )
+        )
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "refused only after {:?}",
+        started.elapsed()
+    );
 }

@@ -16,7 +16,7 @@ use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, drain, openai};
-use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder};
+use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder, ToolCallReply};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -234,4 +234,83 @@ async fn the_tokens_of_a_turns_sub_agents_count_against_its_budget() {
     );
     // b and its one grandchild.
     assert_eq!(spawn_count(&events), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sub_agents_started_together_share_what_their_parent_has_left() {
+    // Every reply uses 15 tokens. The child "b" (budget 45) spends 15 on its
+    // first call, then starts five children at once, each asking for 12: the
+    // 30 left go 12, 12 and 6 while they all still run, and the last two are
+    // refused.
+    let responder = Responder::new(|body| {
+        let task = first_user(body);
+        let results = tool_results(body);
+        match (task.as_str(), results.len()) {
+            ("go", 0) => Reply::tool(
+                "b1",
+                "subagent",
+                json!({"task": "b", "label": "b", "token_budget": 45}),
+            ),
+            ("go", _) => Reply::text(results.join("\n")),
+            ("b", 0) => Reply::ToolCalls {
+                text: String::new(),
+                calls: (1..=5)
+                    .map(|n| ToolCallReply {
+                        id: format!("s{n}"),
+                        name: "spawn".into(),
+                        arguments: json!({"task": format!("child {n}"), "token_budget": 12}),
+                    })
+                    .collect(),
+            },
+            // After its children have ended.
+            ("b", _) => Reply::Delay(
+                Duration::from_millis(1500),
+                Box::new(Reply::text("b is done")),
+            ),
+            // Still running when the last spawn is asked for.
+            (child, _) => Reply::Delay(
+                Duration::from_millis(200),
+                Box::new(Reply::text(format!("done {child}"))),
+            ),
+        }
+    });
+    let fake = FakeModel::start_with(
+        Options {
+            responder: Some(responder),
+            ..Options::default()
+        },
+        [],
+    )
+    .await;
+    let mut setup = setup(&fake, SubTurnLimits::default()).await;
+    let events = run(&mut setup).await;
+    let refused: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| first_user(&r.body) == "b")
+        .flat_map(|r| tool_results(&r.body))
+        .filter(|r| r.starts_with("error"))
+        .collect();
+    let none_left = "error (denied): this turn has used 15 tokens of its budget of 45 (its sub-agents' included) and set aside 30 for its sub-agents still running; none are left for a sub-agent";
+    assert_eq!(refused, [none_left, none_left]);
+    // Each child's budget, as its end tells it (each reply puts it over).
+    let mut children: Vec<(TurnStatus, String)> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::SubturnEnd { status, reason, .. } if e.parent_turn_id.is_some() => {
+                Some((*status, reason.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    children.sort_by(|a, b| a.1.cmp(&b.1));
+    let over = |budget: u64| {
+        (
+            TurnStatus::BudgetExceeded,
+            format!("used 15 tokens, over its budget of {budget}"),
+        )
+    };
+    assert_eq!(children, [over(12), over(12), over(6)]);
+    // b and the three children that started.
+    assert_eq!(spawn_count(&events), 4);
 }

@@ -9,8 +9,8 @@
 //!   SubTurns started by one plugin call. A spawn over a limit is a tool
 //!   error the model (or the plugin) can read.
 //! - Tokens: a child gets at most what its parent has left of its budget,
-//!   and what the child used counts against the parent's (see
-//!   [`super::budget`]).
+//!   set aside in the parent from its start; once it ends, what it used
+//!   counts against the parent's budget instead (see [`super::budget`]).
 //! - A child runs with the model and tools it was given (a subset of its
 //!   parent's), its own timeout and token budget, and an ephemeral history
 //!   that starts from its task and never enters the session's history.
@@ -145,6 +145,22 @@ impl Parent {
     }
 }
 
+/// A child's share of its parent's budget, set aside from its start; when
+/// dropped (the child ended, however it ended, or never started), what the
+/// child used replaces it.
+struct Share {
+    parent: Arc<TurnControl>,
+    child: Option<Arc<TurnControl>>,
+    tokens: u64,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let used = self.child.as_ref().map_or(0, |c| c.usage.tokens());
+        self.parent.usage.child_ended(self.tokens, used);
+    }
+}
+
 /// A child that is running.
 pub struct Spawned {
     pub id: String,
@@ -187,6 +203,9 @@ impl Parent {
             ));
         }
         let (mut spec, timeout) = self.child_spec(&request)?;
+        // Set aside before the wait for a place: children started together
+        // share what is left. Given back if the child does not start.
+        let mut share = self.reserve_tokens(&mut spec)?;
         let tree = &self.control.usage.tree;
         let over_tree = || {
             denied(format!(
@@ -229,6 +248,7 @@ impl Parent {
         let deadline = Instant::now() + timeout;
         spec.deadline = Some(self.spec.deadline.map_or(deadline, |d| d.min(deadline)));
         let child = TurnControl::child(&self.control, request.critical, limits.per_parent);
+        share.child = Some(child.clone());
         let label = request
             .label
             .clone()
@@ -264,7 +284,7 @@ impl Parent {
             drop((place, slot));
             // Before its end is published: whoever learns of the end sees
             // the tokens counted.
-            parent.usage.add_child(child.usage.tokens());
+            drop(share);
             agent.bus.publish(
                 &parent.scope(),
                 EventBody::SubturnEnd {
@@ -324,23 +344,6 @@ impl Parent {
         if request.token_budget == Some(0) {
             return Err(invalid("token_budget: expected at least 1".into()));
         }
-        // No child may use more than its parent has left.
-        let left = match self.spec.token_budget {
-            Some(budget) => {
-                let used = self.control.usage.tokens();
-                if used >= budget {
-                    return Err(denied(format!(
-                        "this turn has used {used} tokens of its budget of {budget} (its sub-agents' included); none are left for a sub-agent"
-                    )));
-                }
-                Some(budget - used)
-            }
-            None => None,
-        };
-        let token_budget = match (request.token_budget, left) {
-            (Some(asked), Some(left)) => Some(asked.min(left)),
-            (asked, left) => asked.or(left),
-        };
         let spec = TurnSpec {
             model: request
                 .model
@@ -349,9 +352,39 @@ impl Parent {
                 .or_else(|| self.spec.model.clone()),
             tools,
             deadline: None,
-            token_budget,
+            token_budget: request.token_budget,
         };
         Ok((spec, timeout))
+    }
+
+    /// Sets aside the child's budget in this turn's, if it has one: what the
+    /// child asked, at most what is left (all of it when it asked nothing).
+    fn reserve_tokens(&self, spec: &mut TurnSpec) -> Result<Share, ToolError> {
+        let mut share = Share {
+            parent: self.control.clone(),
+            child: None,
+            tokens: 0,
+        };
+        let Some(budget) = self.spec.token_budget else {
+            return Ok(share);
+        };
+        let usage = &self.control.usage;
+        let granted = usage.reserve(budget, spec.token_budget).map_err(|spent| {
+            let used = spent.used;
+            denied(if spent.reserved == 0 {
+                format!(
+                    "this turn has used {used} tokens of its budget of {budget} (its sub-agents' included); none are left for a sub-agent"
+                )
+            } else {
+                format!(
+                    "this turn has used {used} tokens of its budget of {budget} (its sub-agents' included) and set aside {} for its sub-agents still running; none are left for a sub-agent",
+                    spent.reserved
+                )
+            })
+        })?;
+        share.tokens = granted;
+        spec.token_budget = Some(granted);
+        Ok(share)
     }
 
     /// Runs a child to its end and returns its answer: the `subagent` tool

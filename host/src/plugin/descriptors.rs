@@ -14,7 +14,11 @@
 //! - host-wide: all plugin calls together hold at most a budget derived
 //!   from the process's limit (`RLIMIT_NOFILE`, soft): half of it, so the
 //!   host's own work (model requests, the session store, the API listener)
-//!   always has the other half.
+//!   always has the other half. A closed descriptor's slot is given back
+//!   when its call next opens one, when the call ends, or when any call
+//!   finds the budget spent: then the closed descriptors of every live call
+//!   are given back before it is refused, so a call that opened files,
+//!   closed them and waits holds none.
 //!
 //! An open over a bound fails in the guest with WASI `error-code.quota`
 //! (WASI has no "too many open files"), and the host logs which plugin hit
@@ -27,7 +31,7 @@
 //! the call's [`CallDescriptors`] first and records the descriptor after.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource};
@@ -47,6 +51,22 @@ const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 pub struct DescriptorBudget {
     limit: usize,
     used: AtomicUsize,
+    /// What each live call opened, to give back what was closed when the
+    /// budget is spent.
+    calls: Mutex<Vec<Weak<OpenFiles>>>,
+}
+
+/// What one call opened: held until the host has closed it.
+#[derive(Debug, Default)]
+struct OpenFiles(Mutex<Vec<(Weak<std::fs::File>, Slot)>>);
+
+impl OpenFiles {
+    /// Gives back the slots of what the host has closed; what is open now.
+    fn prune(&self) -> usize {
+        let mut open = self.0.lock().unwrap();
+        open.retain(|(file, _)| file.strong_count() > 0);
+        open.len()
+    }
 }
 
 /// One descriptor of the host-wide budget, given back when dropped.
@@ -65,6 +85,7 @@ impl DescriptorBudget {
         Arc::new(DescriptorBudget {
             limit,
             used: AtomicUsize::new(0),
+            calls: Mutex::default(),
         })
     }
 
@@ -86,8 +107,35 @@ impl DescriptorBudget {
         self.used.load(Ordering::SeqCst)
     }
 
-    /// One descriptor, if the budget has one left.
+    /// One descriptor, if the budget has one left once the closed
+    /// descriptors of live calls are given back.
     pub fn take(self: &Arc<Self>) -> Option<Slot> {
+        self.try_take().or_else(|| {
+            self.prune();
+            self.try_take()
+        })
+    }
+
+    /// Gives back the slots of every live call's closed descriptors.
+    fn prune(&self) {
+        let calls: Vec<Arc<OpenFiles>> = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.retain(|call| call.strong_count() > 0);
+            calls.iter().filter_map(Weak::upgrade).collect()
+        };
+        for call in calls {
+            call.prune();
+        }
+    }
+
+    /// Counts a new call's open files among those pruned.
+    fn register(&self, open: &Arc<OpenFiles>) {
+        let mut calls = self.calls.lock().unwrap();
+        calls.retain(|call| call.strong_count() > 0);
+        calls.push(Arc::downgrade(open));
+    }
+
+    fn try_take(self: &Arc<Self>) -> Option<Slot> {
         self.used
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < self.limit).then_some(n + 1)
@@ -112,18 +160,20 @@ pub struct CallDescriptors {
     limit: usize,
     budget: Arc<DescriptorBudget>,
     /// What the call opened: held until the host has closed it.
-    open: Vec<(Weak<std::fs::File>, Slot)>,
+    open: Arc<OpenFiles>,
     /// The call's granted directories.
     preopens: Vec<Slot>,
 }
 
 impl CallDescriptors {
     pub fn new(plugin: Arc<str>, limit: usize, budget: Arc<DescriptorBudget>) -> Self {
+        let open = Arc::<OpenFiles>::default();
+        budget.register(&open);
         CallDescriptors {
             plugin,
             limit,
             budget,
-            open: Vec::new(),
+            open,
             preopens: Vec::new(),
         }
     }
@@ -140,8 +190,7 @@ impl CallDescriptors {
 
     /// Files and directories the call has open now.
     pub fn open_now(&mut self) -> usize {
-        self.open.retain(|(file, _)| file.strong_count() > 0);
-        self.open.len()
+        self.open.prune()
     }
 
     /// A place for one more descriptor, or the error the guest gets.
@@ -173,7 +222,11 @@ impl CallDescriptors {
             Descriptor::File(f) => &f.file,
             Descriptor::Dir(d) => &d.dir,
         };
-        self.open.push((Arc::downgrade(file), slot));
+        self.open
+            .0
+            .lock()
+            .unwrap()
+            .push((Arc::downgrade(file), slot));
     }
 }
 
@@ -257,12 +310,48 @@ mod tests {
         let mut calls = CallDescriptors::new("p".into(), 1, budget.clone());
         let file = Arc::new(tempfile::tempfile().unwrap());
         let slot = calls.reserve("a").unwrap();
-        calls.open.push((Arc::downgrade(&file), slot));
+        calls
+            .open
+            .0
+            .lock()
+            .unwrap()
+            .push((Arc::downgrade(&file), slot));
         assert_eq!(calls.reserve("b").unwrap_err(), ErrorCode::Quota);
         // Closed by the host: its place and its slot are free again.
         drop(file);
         assert_eq!(calls.open_now(), 0);
         assert_eq!(budget.in_use(), 0);
         assert!(calls.reserve("b").is_ok());
+    }
+
+    #[test]
+    fn a_spent_budget_takes_back_what_other_live_calls_closed_before_refusing() {
+        let budget = DescriptorBudget::new(3);
+        // One call opens three files, so the budget is spent, then closes
+        // them and goes on waiting without opening another.
+        let mut waiting = CallDescriptors::new("w".into(), 64, budget.clone());
+        let files: Vec<Arc<std::fs::File>> = (0..3)
+            .map(|_| Arc::new(tempfile::tempfile().unwrap()))
+            .collect();
+        for file in &files {
+            let slot = waiting.reserve("f").unwrap();
+            waiting
+                .open
+                .0
+                .lock()
+                .unwrap()
+                .push((Arc::downgrade(file), slot));
+        }
+        let mut other = CallDescriptors::new("o".into(), 64, budget.clone());
+        assert_eq!(other.reserve("x").unwrap_err(), ErrorCode::Quota);
+        drop(files);
+        assert_eq!(budget.in_use(), 3);
+        // Another call's open finds the budget spent: the waiting call's
+        // closed files are given back first, and it gets one.
+        let slot = other.reserve("x").unwrap();
+        assert_eq!(budget.in_use(), 1);
+        drop(slot);
+        assert_eq!(budget.in_use(), 0);
+        assert_eq!(waiting.open_now(), 0);
     }
 }

@@ -13,8 +13,10 @@
 //! - a request or response body being written: its buffer, at most
 //!   [`BODY_CHUNK`] bytes per write and two writes buffered, from then to
 //!   the end of the call;
-//! - a request body being sent, while it is sent;
-//! - an answer read for the guest, until the guest has let go of it.
+//! - an answer read for the guest, as each piece of it arrives (and the
+//!   copy the credential scrub makes of it), until the guest has let go of
+//!   it;
+//! - a request body, as each piece of it is collected to be sent.
 //!
 //! A header object or body over the budget stops the call, as growing
 //! linear memory past the limit does; an answer over it is refused, like
@@ -78,6 +80,29 @@ pub struct Charge {
 impl Drop for Charge {
     fn drop(&mut self) {
         self.memory.used().host -= self.bytes;
+    }
+}
+
+impl Charge {
+    /// Holds `bytes` in all instead, if the budget has them: a running
+    /// charge for something the host builds up piece by piece. Unchanged
+    /// when it does not fit.
+    pub fn resize(&mut self, bytes: u64) -> Result<(), OverLimit> {
+        let mut used = self.memory.used();
+        if bytes > self.bytes {
+            let more = bytes - self.bytes;
+            if used.linear + used.host + more > self.memory.limit {
+                return Err(OverLimit {
+                    asked: more,
+                    limit: self.memory.limit,
+                });
+            }
+            used.host += more;
+        } else {
+            used.host -= self.bytes - bytes;
+        }
+        self.bytes = bytes;
+        Ok(())
     }
 }
 
@@ -292,6 +317,24 @@ pub fn add_to_linker(linker: &mut Linker<PluginState>) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_running_charge_grows_within_the_limit_and_is_given_back_when_dropped() {
+        let memory = CallMemory::new(100);
+        assert!(memory.grow_linear(40));
+        let mut charge = memory.charge(0).unwrap();
+        charge.resize(50).unwrap();
+        assert_eq!(memory.host_bytes(), 50);
+        let over = charge.resize(61).unwrap_err();
+        assert_eq!((over.asked, over.limit), (11, 100));
+        // Unchanged by the refusal; it may shrink, and grow again to fit.
+        assert_eq!(memory.host_bytes(), 50);
+        charge.resize(20).unwrap();
+        charge.resize(60).unwrap();
+        assert_eq!(memory.host_bytes(), 60);
+        drop(charge);
+        assert_eq!(memory.host_bytes(), 0);
+    }
 
     /// The wrappers must replace wasmtime-wasi-http's functions, not add
     /// ones of a version no guest resolves to.

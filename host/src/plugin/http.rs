@@ -196,12 +196,22 @@ async fn send(
         .build()
         .map_err(|e| format!("the host could not set up the request: {e}"))?;
 
+    let over_memory = |what: String| {
+        format!(
+            "{what} would put plugin '{plugin}' over its memory limit of {} (its memory and what the host holds for it count together)",
+            size(memory.limit())
+        )
+    };
     let (parts, body) = request.into_parts();
     let limit = grant.max_request_bytes as usize;
-    let body = http_body_util::Limited::new(body, limit)
-        .collect()
-        .await
-        .map_err(|e| {
+    let mut body = http_body_util::Limited::new(body, limit);
+    // Charged as it is collected, and held while it is sent.
+    let mut sending = memory
+        .charge(0)
+        .map_err(|_| over_memory(format!("the request body to {origin_text}")))?;
+    let mut collected = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
                 format!(
                     "plugin '{plugin}' sent a request body to {origin_text} larger than its limit of {} (network.max_request_kib)",
@@ -210,20 +220,19 @@ async fn send(
             } else {
                 format!("plugin '{plugin}' sent a request body that could not be read: {e}")
             }
-        })?
-        .to_bytes();
-    let over_memory = |what: String| {
-        format!(
-            "{what} would put plugin '{plugin}' over its memory limit of {} (its memory and what the host holds for it count together)",
-            size(memory.limit())
-        )
-    };
-    let _sending = memory.charge(body.len() as u64).map_err(|_| {
-        over_memory(format!(
-            "the request body to {origin_text} ({})",
-            size(body.len() as u64)
-        ))
-    })?;
+        })?;
+        if let Ok(chunk) = frame.into_data() {
+            let len = (collected.len() + chunk.len()) as u64;
+            sending.resize(len).map_err(|_| {
+                over_memory(format!(
+                    "the request body to {origin_text} (at least {})",
+                    size(len)
+                ))
+            })?;
+            collected.extend_from_slice(&chunk);
+        }
+    }
+    let body = Bytes::from(collected);
     let mut headers = parts.headers;
     headers.remove(http::header::HOST);
     // Hop-by-hop: how the answer travels is the host's to choose. A guest's
@@ -287,6 +296,11 @@ async fn send(
         ));
     }
     let limit = grant.max_response_bytes;
+    let over_memory_answer = || over_memory(format!("the response from {origin_text}"));
+    // Charged as each piece arrives, so the host never holds more for the
+    // call than its limit allows; counted until the guest has read it and
+    // let go of it.
+    let mut charge = memory.charge(0).map_err(|_| over_memory_answer())?;
     let mut data = Vec::new();
     while let Some(chunk) = response
         .chunk()
@@ -299,6 +313,9 @@ async fn send(
                 size(limit)
             ));
         }
+        charge
+            .resize((data.len() + chunk.len()) as u64)
+            .map_err(|_| over_memory_answer())?;
         data.extend_from_slice(&chunk);
     }
 
@@ -319,15 +336,21 @@ async fn send(
         }
     }
     for secret in &scrub {
-        data = replace_all(&data, secret, SCRUBBED);
+        // The scrub's copy is held beside the answer until it replaces it:
+        // charged first at the answer's size, then at what it came to.
+        let before = data.len() as u64;
+        charge
+            .resize(2 * before)
+            .map_err(|_| over_memory_answer())?;
+        let scrubbed = replace_all(&data, secret, SCRUBBED);
+        charge
+            .resize(before + scrubbed.len() as u64)
+            .map_err(|_| over_memory_answer())?;
+        data = scrubbed;
+        charge
+            .resize(data.len() as u64)
+            .map_err(|_| over_memory_answer())?;
     }
-    // Counted until the guest has read it and let go of it.
-    let charge = memory.charge(data.len() as u64).map_err(|_| {
-        over_memory(format!(
-            "the response from {origin_text} ({})",
-            size(data.len() as u64)
-        ))
-    })?;
     let body = Full::new(Bytes::from_owner(Held {
         data,
         _charge: charge,

@@ -68,17 +68,26 @@ impl Turn {
         };
         let response = hooks.after_llm(&self.hook_scope(), response).await?;
         if let Some(budget) = self.spec.token_budget {
-            // Its sub-agents' tokens count against its budget too.
-            let used = self.control.usage.tokens();
-            if used > budget {
-                let children = self.control.usage.children_tokens();
+            // Its sub-agents' tokens count against its budget too, and the
+            // budgets of those still running.
+            let spent = self.control.usage.spent();
+            if spent.total() > budget {
+                let (used, children) = (spent.used, spent.children);
                 let of_which = if children > 0 {
                     format!(" ({children} of them by its sub-agents)")
                 } else {
                     String::new()
                 };
+                let set_aside = if spent.reserved > 0 {
+                    format!(
+                        " and set aside {} for its sub-agents still running",
+                        spent.reserved
+                    )
+                } else {
+                    String::new()
+                };
                 return Err(Failure::BudgetExceeded(format!(
-                    "used {used} tokens{of_which}, over its budget of {budget}"
+                    "used {used} tokens{of_which}{set_aside}, over its budget of {budget}"
                 )));
             }
         }
