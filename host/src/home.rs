@@ -83,7 +83,7 @@ impl Home {
     /// is a symbolic link to somewhere else).
     pub fn protected(&self) -> Vec<Protected> {
         vec![
-            Protected::new(
+            Protected::holder(
                 &self.root,
                 "wasmclaw's home",
                 "it holds the operator's secrets, the session database, the API token and the plugins",

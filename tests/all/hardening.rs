@@ -36,36 +36,45 @@ fn list(home: &Path, plugins: &Path) -> Vec<Value> {
 }
 
 #[test]
-fn a_fresh_home_and_everything_in_it_or_above_it_is_never_granted() {
+fn a_fresh_home_its_paths_and_its_parents_are_never_granted() {
     let dir = PluginDir::new();
-    // A home that has just been made: no cache, no database, no secrets,
-    // no token yet; the plugin directory is elsewhere.
+    // A home that has just been made: no database, no secrets, no token
+    // yet; the plugin directory is elsewhere.
     let above = dir.scratch("above").canonicalize().unwrap();
     let home = above.join("home");
     std::fs::create_dir_all(home.join("notes")).unwrap();
-    let why =
+    // Only the cache of the home's own paths is there.
+    std::fs::create_dir_all(home.join("cache")).unwrap();
+    let holds =
         "it holds the operator's secrets, the session database, the API token and the plugins";
-    let cases = [
+    let refused = [
         (
             "a_home",
             home.clone(),
-            format!("is wasmclaw's home ({})", home.display()),
+            format!("is wasmclaw's home ({}): {holds}", home.display()),
         ),
         (
-            "b_inside",
-            home.join("notes"),
-            format!("is inside wasmclaw's home ({})", home.display()),
+            "b_cache",
+            home.join("cache"),
+            format!(
+                "is the compile cache ({}): the host runs the code it holds without checking it again",
+                home.join("cache").display()
+            ),
         ),
         (
             "c_above",
             above.clone(),
-            format!("contains wasmclaw's home ({})", home.display()),
+            format!("contains wasmclaw's home ({}): {holds}", home.display()),
         ),
     ];
-    for (name, host, _) in &cases {
+    for (name, host, _) in &refused {
         dir.add_as("echo", name);
         dir.grants(name, &read_only(host));
     }
+    // A folder of the home's own that none of its paths is in may be granted
+    // (the example plugins' workspace lies there).
+    dir.add_as("echo", "d_notes");
+    dir.grants("d_notes", &read_only(&home.join("notes")));
 
     let listed = list(&home, &dir.path());
     let errors: Vec<(String, String)> = listed
@@ -77,20 +86,21 @@ fn a_fresh_home_and_everything_in_it_or_above_it_is_never_granted() {
             )
         })
         .collect();
-    let expected: Vec<(String, String)> = cases
+    let mut expected: Vec<(String, String)> = refused
         .iter()
         .map(|(name, host, how)| {
             let sidecar = dir.path().join(format!("{name}.toml"));
             (
                 name.to_string(),
                 format!(
-                    "{}: dirs[0].host: {} {how}: {why}; grant a directory outside it",
+                    "{}: dirs[0].host: {} {how}; grant a directory outside it",
                     sidecar.display(),
                     host.display()
                 ),
             )
         })
         .collect();
+    expected.push(("d_notes".into(), "loaded".into()));
     assert_eq!(errors, expected);
 }
 

@@ -4,7 +4,10 @@
 //! secrets, the session database and the API token; one that could write
 //! to the plugin directory could grant itself anything. So a granted
 //! directory may be none of these paths, nor inside one, nor a parent of
-//! one.
+//! one. The home itself is protected as a whole and in each of its parents,
+//! while a folder of its own that is none of the protected paths (the
+//! example plugins' `workspace`) may be granted: every path the host keeps
+//! in the home is on the list, and a new one must be added to it.
 //!
 //! The check holds whether or not a protected path exists yet: on the first
 //! start of a home the cache, the database and the token are made only after
@@ -22,6 +25,10 @@ pub struct Protected {
     pub what: &'static str,
     /// Why a plugin may not reach it, for messages.
     pub why: &'static str,
+    /// Whether a folder inside it may be granted: the home's own folders
+    /// (a plugin's workspace, say) may be, while the home itself, its
+    /// parents and the protected paths in it may not.
+    pub inside_grantable: bool,
 }
 
 impl Protected {
@@ -30,6 +37,16 @@ impl Protected {
             path: path.into(),
             what,
             why,
+            inside_grantable: false,
+        }
+    }
+
+    /// A folder that may not be granted, nor any parent of it, but whose
+    /// other folders may be: the home, whose own paths are protected each.
+    pub fn holder(path: impl Into<PathBuf>, what: &'static str, why: &'static str) -> Self {
+        Protected {
+            inside_grantable: true,
+            ..Protected::new(path, what, why)
         }
     }
 
@@ -62,6 +79,9 @@ pub fn overlap(granted: &Path, protected: &[Protected]) -> Option<String> {
             let relation = if granted == form {
                 "is"
             } else if granted.starts_with(&form) {
+                if own.inside_grantable {
+                    continue;
+                }
                 "is inside"
             } else if form.starts_with(granted) {
                 "contains"
@@ -161,6 +181,15 @@ mod tests {
             overlap(&home.join("sub"), &protected)
                 .unwrap()
                 .contains(" is inside wasmclaw's home ")
+        );
+        assert!(overlap(&root, &protected).unwrap().contains(" contains "));
+        // The home's own folders may be granted; the home and its parents not.
+        let protected = [Protected::holder(&home, "wasmclaw's home", "why")];
+        assert_eq!(overlap(&home.join("sub"), &protected), None);
+        assert!(
+            overlap(&home, &protected)
+                .unwrap()
+                .contains(" is wasmclaw's home ")
         );
         assert!(overlap(&root, &protected).unwrap().contains(" contains "));
     }
