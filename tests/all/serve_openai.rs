@@ -40,9 +40,10 @@ fn python() -> PathBuf {
     python
 }
 
-/// Runs the client script against `server`: the JSON object it printed.
-async fn run_client(python: &Path, server: &TestServer) -> Value {
-    let script = repo().join("tests/python/openai_client.py");
+/// Runs the client script `tests/python/NAME` against `server`: the JSON
+/// object it printed.
+async fn run_client(python: &Path, server: &TestServer, name: &str) -> Value {
+    let script = repo().join("tests/python").join(name);
     let run = tokio::process::Command::new(python)
         .arg(&script)
         .arg(server.at("/v1"))
@@ -145,7 +146,7 @@ async fn the_openai_python_sdk_streamed_and_not() {
     let candidates = vec![openai(&fake, "model", true)];
     let server = TestServer::start(dir.load().await, candidates, Setup::default()).await;
 
-    let mut seen = run_client(&python, &server).await;
+    let mut seen = run_client(&python, &server, "openai_client.py").await;
     let sdk = seen.as_object_mut().unwrap().remove("sdk").unwrap();
 
     // Each completion was a turn of a session of its own (and the failed
@@ -283,31 +284,6 @@ async fn the_openai_python_sdk_streamed_and_not() {
     server.stop().await;
 }
 
-/// Runs `tests/python/openai_stream.py` against `server`.
-async fn run_stream_client(python: &Path, server: &TestServer) -> Value {
-    let script = repo().join("tests/python/openai_stream.py");
-    let run = tokio::process::Command::new(python)
-        .arg(&script)
-        .arg(server.at("/v1"))
-        .arg(TOKEN)
-        .env("NO_PROXY", "127.0.0.1")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(LIMIT, run)
-        .await
-        .unwrap_or_else(|_| panic!("{} did not finish within {LIMIT:?}", script.display()))
-        .expect("running the Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the Python client failed ({}):\n{}{stdout}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("no JSON object ({e}):\n{stdout}"))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_retried_stream_sends_the_answer_once_and_a_turn_at_its_limit_stops() {
     let python = python();
@@ -335,7 +311,7 @@ async fn a_retried_stream_sends_the_answer_once_and_a_turn_at_its_limit_stops() 
         ..Setup::default()
     };
     let server = TestServer::start(dir.load().await, vec![openai(&fake, "m", true)], setup).await;
-    let seen = run_stream_client(&python, &server).await;
+    let seen = run_client(&python, &server, "openai_stream.py").await;
     let expected = json!({
         // The failed attempt's text never reached the client: the reply's
         // text is held until it is known good, then sent as it came.
