@@ -35,7 +35,7 @@ use crate::llm::{Chain, ToolDef, Usage};
 use crate::plugin::Plugins;
 use crate::plugin::catalog::{Catalog, PluginChange};
 use crate::plugin::watch::WatchHandle;
-use crate::protocol::{EventBody, TurnStatus};
+use crate::protocol::{EventBody, PluginFailed, PluginLoaded, PluginUnloaded, TurnStatus};
 use crate::store::Store;
 
 /// How turns run.
@@ -294,16 +294,18 @@ impl Agent {
 /// One change of the plugin set as an event.
 pub fn publish_plugin_change(bus: &EventBus, change: PluginChange) {
     let body = match change {
-        PluginChange::Loaded { name, tools } => EventBody::PluginLoaded {
+        PluginChange::Loaded { name, tools } => EventBody::PluginLoaded(PluginLoaded {
             plugin: name,
             tools,
-        },
-        PluginChange::Failed { name, file, error } => EventBody::PluginFailed {
+        }),
+        PluginChange::Failed { name, file, error } => EventBody::PluginFailed(PluginFailed {
             plugin: name,
             file: file.display().to_string(),
             error,
-        },
-        PluginChange::Unloaded { name } => EventBody::PluginUnloaded { plugin: name },
+        }),
+        PluginChange::Unloaded { name } => {
+            EventBody::PluginUnloaded(PluginUnloaded { plugin: name })
+        }
     };
     bus.publish(&Scope::host(), body);
 }

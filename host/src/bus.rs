@@ -26,7 +26,7 @@ use std::time::SystemTime;
 
 use tokio::sync::mpsc;
 
-use crate::protocol::{Event, EventBody};
+use crate::protocol::{Event, EventBody, EventKind};
 
 /// Where an event comes from: the envelope fields besides `seq` and `time`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,15 +58,15 @@ pub struct Filter {
     /// Skip `llm_delta` events.
     pub no_deltas: bool,
     /// Only these kinds (`turn_end`, ...); empty: every kind.
-    pub kinds: Vec<String>,
+    pub kinds: Vec<EventKind>,
 }
 
 impl Filter {
     fn wants(&self, event: &Event) -> bool {
-        if self.no_deltas && matches!(event.body, EventBody::LlmDelta { .. }) {
+        if self.no_deltas && matches!(event.body, EventBody::LlmDelta(_)) {
             return false;
         }
-        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| k == event.body.kind()) {
+        if !self.kinds.is_empty() && !self.kinds.contains(&event.body.kind()) {
             return false;
         }
         match &self.session {
@@ -376,6 +376,7 @@ impl Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{LlmDelta, PluginUnloaded};
 
     fn turn(session: &str) -> Scope {
         Scope {
@@ -386,10 +387,10 @@ mod tests {
     }
 
     fn delta(text: &str) -> EventBody {
-        EventBody::LlmDelta {
+        EventBody::LlmDelta(LlmDelta {
             iteration: 1,
             text: text.into(),
-        }
+        })
     }
 
     fn seq(received: Option<Received>) -> u64 {
@@ -416,7 +417,7 @@ mod tests {
         assert_eq!(
             bus.publish(
                 &Scope::host(),
-                EventBody::PluginUnloaded { plugin: "p".into() }
+                EventBody::PluginUnloaded(PluginUnloaded { plugin: "p".into() })
             ),
             44
         );

@@ -2,7 +2,8 @@
 //! components.
 //!
 //! # Layout
-//! - [`protocol`]: the wire types: Ops in, Events out (serde only).
+//! - [`protocol`]: the wire types: Ops in, Events out. A crate of its own
+//!   (`wasmclaw-protocol`, serde only) re-exported here.
 //! - [`bus`]: the event bus: numbering, fan-out, bounded and lossless delivery.
 //! - [`scheduler`]: sessions and their turns: ordering per session, parallel
 //!   sessions, steering, follow-ups and interrupts.
@@ -28,7 +29,8 @@ pub mod home;
 pub mod hooks;
 pub mod llm;
 pub mod plugin;
-pub mod protocol;
 pub mod scheduler;
 pub mod server;
 pub mod store;
+
+pub use wasmclaw_protocol as protocol;

@@ -34,7 +34,9 @@ use crate::agent::control::{Closed, TurnControl, new_turn_id};
 use crate::agent::turn::Turn;
 use crate::agent::{Agent, SessionHooks};
 use crate::bus::Scope;
-use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Policy, Refused, Target};
+use crate::protocol::{
+    Accepted, EventBody, FollowUpQueued, InterruptMode, Op, Policy, Refused, Target, TurnEnd,
+};
 
 /// Limits of the scheduler.
 #[derive(Debug, Clone)]
@@ -464,13 +466,14 @@ impl Inner {
                 turn_id: Some(q.turn_id),
                 parent_turn_id: None,
             };
-            let end = EventBody::TurnEnd {
+            let end = EventBody::TurnEnd(TurnEnd {
                 status: crate::protocol::TurnStatus::Aborted,
                 reason: format!("not run: {reason}"),
+                error_kind: None,
                 iterations: 0,
                 usage: crate::llm::Usage::default(),
                 answer: None,
-            };
+            });
             self.agent.bus.publish(&scope, end);
         }
     }
@@ -482,9 +485,10 @@ impl Inner {
             turn_id: Some(turn_id.to_string()),
             parent_turn_id: None,
         };
-        self.agent
-            .bus
-            .publish(&scope, EventBody::FollowUpQueued { content, position });
+        self.agent.bus.publish(
+            &scope,
+            EventBody::FollowUpQueued(FollowUpQueued { content, position }),
+        );
     }
 
     /// Registers the session's next turn (it takes steering and interrupts

@@ -403,7 +403,7 @@ impl Store {
                         U64(event.seq),
                         event.session,
                         event.turn_id,
-                        event.body.kind(),
+                        event.body.kind().as_str(),
                         json,
                     ])?;
                     if inserted == 0 {
@@ -530,7 +530,10 @@ pub(crate) mod tests {
     use super::*;
     use crate::llm::{FinishReason, ToolCall};
     use crate::plugin::ErrorKind;
-    use crate::protocol::{EventBody, ToolCallInfo};
+    use crate::protocol::{
+        EventBody, LlmDelta, LlmResponse, PluginLoaded, ToolCallEnd, ToolCallInfo, TurnBegin,
+        TurnEnd,
+    };
 
     pub(crate) fn turn(
         session: &str,
@@ -573,10 +576,10 @@ pub(crate) mod tests {
         event(
             seq,
             session,
-            EventBody::LlmDelta {
+            EventBody::LlmDelta(LlmDelta {
                 iteration: 1,
                 text: format!("text {seq}"),
-            },
+            }),
         )
     }
 
@@ -876,19 +879,23 @@ pub(crate) mod tests {
         let store = Store::open_in_memory().unwrap();
         assert_eq!(store.last_seq().unwrap(), 0);
         let events = vec![
-            event(1, Some("s1"), EventBody::TurnBegin { input: "hi".into() }),
+            event(
+                1,
+                Some("s1"),
+                EventBody::TurnBegin(TurnBegin { input: "hi".into() }),
+            ),
             event(
                 2,
                 None,
-                EventBody::PluginLoaded {
+                EventBody::PluginLoaded(PluginLoaded {
                     plugin: "echo".into(),
                     tools: vec!["echo".into()],
-                },
+                }),
             ),
             event(
                 3,
                 Some("s2"),
-                EventBody::LlmResponse {
+                EventBody::LlmResponse(LlmResponse {
                     iteration: 1,
                     model: "openai:m".into(),
                     text: String::new(),
@@ -903,30 +910,31 @@ pub(crate) mod tests {
                         output_tokens: 7,
                     },
                     duration_ms: 12.345,
-                },
+                }),
             ),
             event(
                 4,
                 Some("s1"),
-                EventBody::ToolCallEnd {
+                EventBody::ToolCallEnd(ToolCallEnd {
                     call_id: "c1".into(),
                     tool: "fail".into(),
                     ok: false,
                     output: "boom".into(),
                     error_kind: Some(ErrorKind::Upstream),
                     duration_ms: 0.41,
-                },
+                }),
             ),
             event(
                 5,
                 Some("s1"),
-                EventBody::TurnEnd {
+                EventBody::TurnEnd(TurnEnd {
                     status: TurnStatus::Completed,
                     reason: "final_answer".into(),
+                    error_kind: None,
                     iterations: 1,
                     usage: Usage::default(),
                     answer: Some("done".into()),
-                },
+                }),
             ),
             delta(6, Some("s2")),
         ];

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw::plugin::ErrorKind;
-use wasmclaw::protocol::{EventBody, HookEffect};
+use wasmclaw::protocol::{EventBody, HookEffect, HookError, ToolCallEnd};
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent, drain, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
@@ -194,17 +194,21 @@ async fn a_hooks_rewrite_of_a_built_in_call_is_checked_against_the_built_ins_sch
     let hook_errors: Vec<(String, HookEffect)> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::HookError { error, effect, .. } => Some((error.clone(), *effect)),
+            EventBody::HookError(HookError { error, effect, .. }) => Some((error.clone(), *effect)),
             _ => None,
         })
         .collect();
     assert_eq!(hook_errors, [(refused.to_string(), HookEffect::Denied)]);
     // No sub-agent ran; the call ended denied.
-    assert!(!events.iter().any(|e| e.body.kind() == "subturn_spawn"));
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.body.kind().as_str() == "subturn_spawn")
+    );
     let ends: Vec<(bool, String)> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd { ok, output, .. } => Some((*ok, output.clone())),
+            EventBody::ToolCallEnd(ToolCallEnd { ok, output, .. }) => Some((*ok, output.clone())),
             _ => None,
         })
         .collect();

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use wasmclaw::agent::Agent;
 use wasmclaw::bus::Subscription;
 use wasmclaw::plugin::ErrorKind;
-use wasmclaw::protocol::{Event, EventBody, HookEffect, TurnStatus};
+use wasmclaw::protocol::{Event, EventBody, HookEffect, HookError, ToolCallEnd, TurnStatus};
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent, drain, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply, ToolCallReply};
@@ -67,7 +67,7 @@ fn hook_errors(events: &[Arc<Event>]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::HookError { hook, error, .. } => Some(format!("{hook}: {error}")),
+            EventBody::HookError(HookError { hook, error, .. }) => Some(format!("{hook}: {error}")),
             _ => None,
         })
         .collect()
@@ -77,12 +77,12 @@ fn tool_outputs(events: &[Arc<Event>]) -> Vec<(bool, String, Option<ErrorKind>)>
     events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd {
+            EventBody::ToolCallEnd(ToolCallEnd {
                 ok,
                 output,
                 error_kind,
                 ..
-            } => Some((*ok, output.clone(), *error_kind)),
+            }) => Some((*ok, output.clone(), *error_kind)),
             _ => None,
         })
         .collect()
@@ -263,7 +263,7 @@ async fn a_hook_that_fails_closed_is_shown_a_tool_call_whole_or_not_at_all() {
     let effects: Vec<HookEffect> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::HookError { effect, .. } => Some(*effect),
+            EventBody::HookError(HookError { effect, .. }) => Some(*effect),
             _ => None,
         })
         .collect();

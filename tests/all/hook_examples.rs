@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use wasmclaw::agent::Agent;
 use wasmclaw::bus::Subscription;
 use wasmclaw::plugin::{ErrorKind, HookPoint};
-use wasmclaw::protocol::{EventBody, HookVerdict, TurnStatus};
+use wasmclaw::protocol::{EventBody, HookDecision, HookVerdict, ToolCallEnd, TurnStatus};
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent, drain, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
@@ -44,13 +44,13 @@ fn tool_ends(sub: &mut Subscription) -> Vec<ToolEnd> {
     let mut ends: Vec<(String, ToolEnd)> = drain(sub)
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd {
+            EventBody::ToolCallEnd(ToolCallEnd {
                 call_id,
                 ok,
                 output,
                 error_kind,
                 ..
-            } => Some((call_id.clone(), (*ok, output.clone(), *error_kind))),
+            }) => Some((call_id.clone(), (*ok, output.clone(), *error_kind))),
             _ => None,
         })
         .collect();
@@ -114,7 +114,7 @@ async fn the_secret_redactor_hides_keys_in_results_before_the_model_reads_them()
     let outputs: Vec<String> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd { output, .. } => Some(output.clone()),
+            EventBody::ToolCallEnd(ToolCallEnd { output, .. }) => Some(output.clone()),
             _ => None,
         })
         .collect();
@@ -128,12 +128,12 @@ async fn the_secret_redactor_hides_keys_in_results_before_the_model_reads_them()
     // One decision, for the call that had something to hide.
     let decisions: Vec<&EventBody> = events
         .iter()
-        .filter(|e| e.body.kind() == "hook_decision")
+        .filter(|e| e.body.kind().as_str() == "hook_decision")
         .map(|e| &e.body)
         .collect();
     assert_eq!(
         decisions,
-        [&EventBody::HookDecision {
+        [&EventBody::HookDecision(HookDecision {
             hook: "secret_redactor".into(),
             point: HookPoint::AfterTool,
             decision: HookVerdict::Replace,
@@ -141,7 +141,7 @@ async fn the_secret_redactor_hides_keys_in_results_before_the_model_reads_them()
             tool: Some("echo".into()),
             reason: None,
             arguments: None,
-        }]
+        })]
     );
     // The tool result the model read is the redacted one.
     let messages = fake.requests()[1].body["messages"].clone();
@@ -176,7 +176,7 @@ async fn the_audit_log_writes_every_event_but_deltas_as_json_lines() {
     agent.run_turn("s", "add").await;
     let expected: Vec<Value> = drain(&mut sub)
         .iter()
-        .filter(|e| e.body.kind() != "llm_delta")
+        .filter(|e| e.body.kind().as_str() != "llm_delta")
         .map(|e| serde_json::to_value(&**e).unwrap())
         .collect();
     assert!(expected.len() >= 8);

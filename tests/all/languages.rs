@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 use wasmclaw::plugin::{ErrorKind, PluginStatus, ToolError};
-use wasmclaw::protocol::{EventBody, HookVerdict};
+use wasmclaw::protocol::{EventBody, HookDecision, HookVerdict, ToolCallEnd};
 use wasmclaw_tests::agents::{agent, drain, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::{PluginDir, ctx};
@@ -284,7 +284,7 @@ async fn python_pii_guard_hides_personal_data_in_results() {
     let outputs: Vec<&str> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd { output, .. } => Some(output.as_str()),
+            EventBody::ToolCallEnd(ToolCallEnd { output, .. }) => Some(output.as_str()),
             _ => None,
         })
         .collect();
@@ -295,12 +295,12 @@ async fn python_pii_guard_hides_personal_data_in_results() {
     let decisions: Vec<(&str, HookVerdict, Option<&str>)> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::HookDecision {
+            EventBody::HookDecision(HookDecision {
                 hook,
                 decision,
                 call_id,
                 ..
-            } => Some((hook.as_str(), *decision, call_id.as_deref())),
+            }) => Some((hook.as_str(), *decision, call_id.as_deref())),
             _ => None,
         })
         .collect();

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use wasmclaw::agent::TurnOutcome;
 use wasmclaw::llm::ProviderConfig;
-use wasmclaw::protocol::{EventBody, TurnStatus};
+use wasmclaw::protocol::{EventBody, LlmRetry, TurnStatus};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent, anthropic, drain, kinds, openai};
@@ -32,14 +32,14 @@ async fn turn(
     let retries = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::LlmRetry {
+            EventBody::LlmRetry(LlmRetry {
                 model,
                 attempt,
                 error,
                 next_model,
                 discard_partial,
                 ..
-            } => Some((
+            }) => Some((
                 model.clone(),
                 *attempt,
                 error.clone(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw::llm::{Message, ProviderConfig};
-use wasmclaw::protocol::{Event, EventBody, TurnStatus};
+use wasmclaw::protocol::{Event, EventBody, ToolCallEnd, ToolCallSkipped, TurnStatus};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent, anthropic, drain, kinds, openai, streamed_text};
@@ -79,9 +79,9 @@ fn sent_results(body: &Value) -> Vec<(String, String)> {
 fn skipped(events: &[Arc<Event>]) -> Vec<(String, String)> {
     (events.iter())
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallSkipped {
+            EventBody::ToolCallSkipped(ToolCallSkipped {
                 call_id, reason, ..
-            } => Some((call_id.clone(), reason.clone())),
+            }) => Some((call_id.clone(), reason.clone())),
             _ => None,
         })
         .collect()
@@ -257,7 +257,9 @@ async fn arguments_that_are_not_a_json_object_are_refused_quoted_and_kept_as_an_
         let events = drain(&mut sub);
         let ends: Vec<(bool, String)> = (events.iter())
             .filter_map(|e| match &e.body {
-                EventBody::ToolCallEnd { ok, output, .. } => Some((*ok, output.clone())),
+                EventBody::ToolCallEnd(ToolCallEnd { ok, output, .. }) => {
+                    Some((*ok, output.clone()))
+                }
                 _ => None,
             })
             .collect();

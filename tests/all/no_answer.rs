@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasmclaw::agent::AgentConfig;
 use wasmclaw::llm::{Message, ProviderConfig, ToolCall};
-use wasmclaw::protocol::{Event, EventBody, TurnStatus};
+use wasmclaw::protocol::{Event, EventBody, LlmRetry, TurnStatus};
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent_with, anthropic, drain, kinds, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
@@ -29,11 +29,11 @@ fn retries(events: &[Arc<Event>]) -> Vec<(String, bool)> {
     events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::LlmRetry {
+            EventBody::LlmRetry(LlmRetry {
                 error,
                 discard_partial,
                 ..
-            } => Some((error.clone(), *discard_partial)),
+            }) => Some((error.clone(), *discard_partial)),
             _ => None,
         })
         .collect()

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use wasmclaw::agent::AgentConfig;
-use wasmclaw::protocol::{EventBody, TurnStatus};
+use wasmclaw::protocol::{EventBody, ToolCallEnd, TurnStatus};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, anthropic, drain, openai};
@@ -64,7 +64,7 @@ async fn the_same_refused_call_three_times_ends_the_turn() {
         let outputs: Vec<String> = drain(&mut sub)
             .iter()
             .filter_map(|e| match &e.body {
-                EventBody::ToolCallEnd { output, ok, .. } => {
+                EventBody::ToolCallEnd(ToolCallEnd { output, ok, .. }) => {
                     assert!(!ok);
                     Some(output.clone())
                 }

@@ -11,7 +11,8 @@ use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::llm::Message;
 use wasmclaw::plugin::ErrorKind;
 use wasmclaw::protocol::{
-    Accepted, Event, EventBody, InterruptMode, Op, Policy, Refused, Target, TurnStatus,
+    Accepted, Event, EventBody, FollowUpQueued, InterruptMode, Op, Policy, Refused,
+    SteeringInjected, Target, ToolCallEnd, ToolCallSkipped, TurnBegin, TurnEnd, TurnStatus,
 };
 use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::Store;
@@ -75,7 +76,7 @@ async fn idle(scheduler: &Scheduler) {
 }
 
 fn is(kind: &'static str) -> impl Fn(&Event) -> bool {
-    move |e| e.body.kind() == kind
+    move |e| e.body.kind().as_str() == kind
 }
 
 /// Calls of hostile's `sleep`: (call id, milliseconds).
@@ -168,11 +169,11 @@ async fn two_hundred_sessions_of_three_messages_each_keep_order_and_lose_nothing
     let (mut turns, mut injected) = (0, 0);
     for event in &events {
         let content = match &event.body {
-            EventBody::TurnBegin { input } => {
+            EventBody::TurnBegin(TurnBegin { input }) => {
                 turns += 1;
                 input
             }
-            EventBody::SteeringInjected { content, .. } => {
+            EventBody::SteeringInjected(SteeringInjected { content, .. }) => {
                 injected += 1;
                 content
             }
@@ -207,12 +208,12 @@ async fn two_hundred_sessions_of_three_messages_each_keep_order_and_lose_nothing
         let key = event.session.clone().unwrap_or_default();
         let turn = event.turn_id.clone().unwrap_or_default();
         match &event.body {
-            EventBody::TurnBegin { .. } => {
+            EventBody::TurnBegin(_) => {
                 assert!(!open.contains_key(&key), "two turns at once on {key}");
                 open.insert(key, turn);
                 most_open = most_open.max(open.len());
             }
-            EventBody::TurnEnd { status, reason, .. } => {
+            EventBody::TurnEnd(TurnEnd { status, reason, .. }) => {
                 assert_eq!(open.remove(&key), Some(turn), "{key}");
                 assert_eq!(
                     (*status, reason.as_str()),
@@ -282,12 +283,12 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
     let shown: Vec<String> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::FollowUpQueued { content, position } => {
+            EventBody::FollowUpQueued(FollowUpQueued { content, position }) => {
                 let id = if content == "second" { &second } else { &third };
                 assert_eq!(e.turn_id.as_ref(), Some(id));
                 Some(format!("queued {content} at {position}"))
             }
-            EventBody::TurnBegin { input } => {
+            EventBody::TurnBegin(TurnBegin { input }) => {
                 // Each follow-up runs under the id its sender was given.
                 match input.as_str() {
                     "second" => assert_eq!(e.turn_id.as_ref(), Some(&second)),
@@ -296,7 +297,9 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
                 }
                 Some(format!("begin {input}"))
             }
-            EventBody::TurnEnd { answer, .. } => Some(format!("end {}", answer.clone().unwrap())),
+            EventBody::TurnEnd(TurnEnd { answer, .. }) => {
+                Some(format!("end {}", answer.clone().unwrap()))
+            }
             _ => None,
         })
         .collect();
@@ -361,10 +364,10 @@ async fn steering_during_tool_calls_skips_the_calls_not_started() {
     );
     let skip = "the user sent a new message; this call was not run";
     assert!(
-        matches!(&rest[1].body, EventBody::ToolCallSkipped { call_id, reason, .. } if call_id == "c2" && reason == skip)
+        matches!(&rest[1].body, EventBody::ToolCallSkipped(ToolCallSkipped { call_id, reason, .. }) if call_id == "c2" && reason == skip)
     );
     assert!(
-        matches!(&rest[3].body, EventBody::SteeringInjected { iteration: 2, content } if content == "stop sleeping")
+        matches!(&rest[3].body, EventBody::SteeringInjected(SteeringInjected { iteration: 2, content }) if content == "stop sleeping")
     );
 
     // The model saw every call answered (the skipped ones saying why), then
@@ -422,7 +425,7 @@ async fn steering_during_the_reply_keeps_the_turn_going_after_its_answer() {
     );
     assert!(matches!(
         &rest.last().unwrap().body,
-        EventBody::TurnEnd { status: TurnStatus::Completed, iterations: 2, answer: Some(a), .. } if a == "Second answer."
+        EventBody::TurnEnd(TurnEnd { status: TurnStatus::Completed, iterations: 2, answer: Some(a), .. }) if a == "Second answer."
     ));
     let second = roles_and_texts(&bodies(&fake)[1]);
     assert_eq!(
@@ -461,7 +464,7 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
     };
     let mut begun = 0;
     until(&mut events, LIMIT, |e| {
-        begun += usize::from(e.body.kind() == "tool_call_begin");
+        begun += usize::from(e.body.kind().as_str() == "tool_call_begin");
         begun == 2
     })
     .await;
@@ -493,15 +496,17 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
         ]
     );
     assert!(
-        matches!(&rest[2].body, EventBody::ToolCallEnd { ok: true, call_id, .. } if call_id == "c1")
+        matches!(&rest[2].body, EventBody::ToolCallEnd(ToolCallEnd { ok: true, call_id, .. }) if call_id == "c1")
     );
-    assert!(matches!(&rest[3].body, EventBody::ToolCallSkipped { call_id, .. } if call_id == "c3"));
     assert!(
-        matches!(&rest[4].body, EventBody::ToolCallEnd { ok: true, call_id, .. } if call_id == "c2")
+        matches!(&rest[3].body, EventBody::ToolCallSkipped(ToolCallSkipped { call_id, .. }) if call_id == "c3")
+    );
+    assert!(
+        matches!(&rest[4].body, EventBody::ToolCallEnd(ToolCallEnd { ok: true, call_id, .. }) if call_id == "c2")
     );
     assert!(matches!(
         &rest.last().unwrap().body,
-        EventBody::TurnEnd { status: TurnStatus::Completed, reason, answer: Some(a), .. }
+        EventBody::TurnEnd(TurnEnd { status: TurnStatus::Completed, reason, answer: Some(a), .. })
             if reason == "interrupted" && a == "Stopped early."
     ));
     // The last call offered no tool choice and said why.
@@ -552,7 +557,7 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
     };
     scheduler.submit(message("b", "slow")).unwrap();
     until(&mut events, LIMIT, |e| {
-        e.body.kind() == "tool_call_begin" && e.session.as_deref() == Some("a")
+        e.body.kind().as_str() == "tool_call_begin" && e.session.as_deref() == Some("a")
     })
     .await;
     // Pending steering goes with the turn, and says so.
@@ -572,7 +577,7 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
         })
     );
     let seen = until(&mut events, LIMIT, |e| {
-        e.body.kind() == "turn_end" && e.session.as_deref() == Some("a")
+        e.body.kind().as_str() == "turn_end" && e.session.as_deref() == Some("a")
     })
     .await;
     let took = asked.elapsed();
@@ -589,12 +594,12 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
     );
     assert!(matches!(
         &a[1].body,
-        EventBody::ToolCallEnd { ok: false, error_kind: Some(ErrorKind::Cancelled), output, .. }
+        EventBody::ToolCallEnd(ToolCallEnd { ok: false, error_kind: Some(ErrorKind::Cancelled), output, .. })
             if output == "error (cancelled): the turn was aborted while the call ran"
     ));
     assert!(matches!(
         &a[2].body,
-        EventBody::TurnEnd { status: TurnStatus::Aborted, reason, .. } if reason == "interrupted"
+        EventBody::TurnEnd(TurnEnd { status: TurnStatus::Aborted, reason, .. }) if reason == "interrupted"
     ));
     assert_eq!(agent.store().history("a").await.unwrap(), before);
 
@@ -609,7 +614,7 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
         .collect();
     assert!(matches!(
         &b.last().unwrap().body,
-        EventBody::TurnEnd { status: TurnStatus::Completed, answer: Some(a), .. } if a == "slow done"
+        EventBody::TurnEnd(TurnEnd { status: TurnStatus::Completed, answer: Some(a), .. }) if a == "slow done"
     ));
     assert!(!kinds(&b).contains(&"interrupt_received"));
     scheduler.submit(message("a", "hi again")).unwrap();
@@ -691,7 +696,9 @@ async fn an_interrupt_racing_the_end_of_a_turn_either_lands_or_is_refused() {
         let ends: Vec<_> = all
             .iter()
             .filter_map(|e| match &e.body {
-                EventBody::TurnEnd { status, reason, .. } => Some((*status, reason.as_str())),
+                EventBody::TurnEnd(TurnEnd { status, reason, .. }) => {
+                    Some((*status, reason.as_str()))
+                }
                 _ => None,
             })
             .collect();
@@ -761,18 +768,18 @@ async fn steering_racing_the_end_of_a_turn_is_answered_exactly_once() {
         let begins: Vec<_> = all
             .iter()
             .filter_map(|e| match &e.body {
-                EventBody::TurnBegin { input } => Some(input.as_str()),
+                EventBody::TurnBegin(TurnBegin { input }) => Some(input.as_str()),
                 _ => None,
             })
             .collect();
         let injected = all
             .iter()
-            .filter(|e| matches!(&e.body, EventBody::SteeringInjected { content, .. } if content == "late"))
+            .filter(|e| matches!(&e.body, EventBody::SteeringInjected(SteeringInjected { content, .. }) if content == "late"))
             .count();
         let answers: HashSet<_> = all
             .iter()
             .filter_map(|e| match &e.body {
-                EventBody::TurnEnd { answer, status, .. } => {
+                EventBody::TurnEnd(TurnEnd { answer, status, .. }) => {
                     assert_eq!(*status, TurnStatus::Completed);
                     answer.clone()
                 }
@@ -833,12 +840,16 @@ async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
     let shown: Vec<String> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::TurnBegin { input } => Some(format!("begin {input}")),
-            EventBody::FollowUpQueued { content, position } => {
+            EventBody::TurnBegin(TurnBegin { input }) => Some(format!("begin {input}")),
+            EventBody::FollowUpQueued(FollowUpQueued { content, position }) => {
                 Some(format!("queued {content} at {position}"))
             }
-            EventBody::SteeringInjected { content, .. } => Some(format!("injected {content}")),
-            EventBody::TurnEnd { answer, .. } => Some(format!("end {}", answer.clone().unwrap())),
+            EventBody::SteeringInjected(SteeringInjected { content, .. }) => {
+                Some(format!("injected {content}"))
+            }
+            EventBody::TurnEnd(TurnEnd { answer, .. }) => {
+                Some(format!("end {}", answer.clone().unwrap()))
+            }
             _ => None,
         })
         .collect();

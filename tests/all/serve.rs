@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use wasmclaw::bus::Scope;
-use wasmclaw::protocol::{Event, EventBody};
+use wasmclaw::protocol::{Event, EventBody, LlmDelta};
 use wasmclaw::server::ServerConfig;
 use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder, fake_model};
 use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
@@ -89,7 +89,7 @@ async fn until_turn_end(stream: &mut Events, turn_id: &str) -> Vec<(u64, Event, 
             .await
             .expect("the turn ends within the limit")
             .expect("the stream stays open");
-        let end = matches!(item.1.body, EventBody::TurnEnd { .. })
+        let end = matches!(item.1.body, EventBody::TurnEnd(_))
             && item.1.turn_id.as_deref() == Some(turn_id);
         seen.push(item);
         if end {
@@ -277,7 +277,7 @@ async fn the_event_stream_resumes_after_a_dropped_connection_losing_nothing() {
     }
     let ends = seen
         .iter()
-        .filter(|(_, e, _)| e.body.kind() == "turn_end")
+        .filter(|(_, e, _)| e.body.kind().as_str() == "turn_end")
         .count();
     assert_eq!(ends, 4);
     server.stop().await;
@@ -303,10 +303,10 @@ async fn a_client_that_falls_behind_is_refilled_from_the_event_log() {
     for _ in 0..20_000 {
         bus.publish(
             &scope,
-            EventBody::LlmDelta {
+            EventBody::LlmDelta(LlmDelta {
                 iteration: 1,
                 text: text.clone(),
-            },
+            }),
         );
     }
     let last = bus.last_seq();
@@ -776,7 +776,7 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(begin.body.kind(), "turn_begin");
+    assert_eq!(begin.body.kind().as_str(), "turn_begin");
     let turn_id = begin.turn_id.clone().unwrap();
     let api = server.api.clone();
     let bus = server.agent.bus().clone();
@@ -814,7 +814,7 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
     // The stream saw the turn to its end, then closed.
     let mut rest = Vec::new();
     while let Some((_, event, _)) = tokio::time::timeout(LIMIT, stream.next()).await.unwrap() {
-        rest.push(event.body.kind());
+        rest.push(event.body.kind().as_str());
     }
     assert!(rest.contains(&"interrupt_received"), "{rest:?}");
     assert_eq!(rest.last(), Some(&"turn_end"));

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use wasmclaw::agent::AgentConfig;
 use wasmclaw::agent::subturn::SubTurnLimits;
 use wasmclaw::bus::Subscription;
-use wasmclaw::protocol::{Event, EventBody, Op, TurnStatus};
+use wasmclaw::protocol::{Event, EventBody, Op, SubturnEnd, TurnEnd, TurnStatus};
 use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
@@ -112,7 +112,7 @@ async fn run(setup: &mut Setup) -> Vec<Arc<Event>> {
 fn spawn_count(events: &[Arc<Event>]) -> usize {
     events
         .iter()
-        .filter(|e| e.body.kind() == "subturn_spawn")
+        .filter(|e| e.body.kind().as_str() == "subturn_spawn")
         .count()
 }
 
@@ -121,11 +121,11 @@ fn answer(events: &[Arc<Event>]) -> String {
     events
         .iter()
         .find_map(|e| match &e.body {
-            EventBody::TurnEnd {
+            EventBody::TurnEnd(TurnEnd {
                 status: TurnStatus::Completed,
                 answer: Some(a),
                 ..
-            } if e.parent_turn_id.is_none() => Some(a.clone()),
+            }) if e.parent_turn_id.is_none() => Some(a.clone()),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no completed top-level turn: {events:?}"))
@@ -219,7 +219,9 @@ async fn the_tokens_of_a_turns_sub_agents_count_against_its_budget() {
     let b_end = events
         .iter()
         .find_map(|e| match &e.body {
-            EventBody::SubturnEnd { status, reason, .. } if e.parent_turn_id.is_none() => {
+            EventBody::SubturnEnd(SubturnEnd { status, reason, .. })
+                if e.parent_turn_id.is_none() =>
+            {
                 Some((*status, reason.clone()))
             }
             _ => None,
@@ -297,7 +299,9 @@ async fn sub_agents_started_together_share_what_their_parent_has_left() {
     let mut children: Vec<(TurnStatus, String)> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::SubturnEnd { status, reason, .. } if e.parent_turn_id.is_some() => {
+            EventBody::SubturnEnd(SubturnEnd { status, reason, .. })
+                if e.parent_turn_id.is_some() =>
+            {
                 Some((*status, reason.clone()))
             }
             _ => None,

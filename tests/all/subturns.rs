@@ -11,7 +11,9 @@ use wasmclaw::agent::subturn::SubTurnLimits;
 use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::bus::Subscription;
 use wasmclaw::protocol::{
-    Accepted, Delivery, Event, EventBody, InterruptMode, Op, SpawnMode, Target, TurnStatus,
+    Accepted, Delivery, Event, EventBody, InterruptMode, Op, SpawnMode, SubturnDelivered,
+    SubturnOrphan, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd, ToolCallSkipped, TurnBegin,
+    TurnEnd, TurnStatus,
 };
 use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::Store;
@@ -152,7 +154,7 @@ fn ends(events: &[Arc<Event>]) -> HashMap<String, (TurnStatus, String)> {
     events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::TurnEnd { status, reason, .. } => {
+            EventBody::TurnEnd(TurnEnd { status, reason, .. }) => {
                 Some((e.turn_id.clone().unwrap(), (*status, reason.clone())))
             }
             _ => None,
@@ -164,9 +166,9 @@ fn spawned(events: &[Arc<Event>]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::SubturnSpawn {
+            EventBody::SubturnSpawn(SubturnSpawn {
                 subturn_id, label, ..
-            } => Some((subturn_id.clone(), label.clone())),
+            }) => Some((subturn_id.clone(), label.clone())),
             _ => None,
         })
         .collect()
@@ -217,15 +219,18 @@ async fn a_subagent_runs_with_the_model_and_tools_it_was_given_and_answers_as_th
     assert_eq!(label, "adder");
     let spawn = events
         .iter()
-        .find(|e| e.body.kind() == "subturn_spawn")
+        .find(|e| e.body.kind().as_str() == "subturn_spawn")
         .unwrap();
     assert_eq!(spawn.turn_id.as_deref(), Some(turn_id.as_str()));
     assert!(
-        matches!(&spawn.body, EventBody::SubturnSpawn { depth: 1, mode: SpawnMode::Subagent, model: Some(m), tools: Some(t), critical: false, .. } if m == "small" && t == &["add"])
+        matches!(&spawn.body, EventBody::SubturnSpawn(SubturnSpawn { depth: 1, mode: SpawnMode::Subagent, model: Some(m), tools: Some(t), critical: false, .. }) if m == "small" && t == &["add"])
     );
     let child_begin = events
         .iter()
-        .find(|e| e.body.kind() == "turn_begin" && e.turn_id.as_deref() == Some(child_id.as_str()))
+        .find(|e| {
+            e.body.kind().as_str() == "turn_begin"
+                && e.turn_id.as_deref() == Some(child_id.as_str())
+        })
         .unwrap();
     assert_eq!(
         child_begin.parent_turn_id.as_deref(),
@@ -234,7 +239,9 @@ async fn a_subagent_runs_with_the_model_and_tools_it_was_given_and_answers_as_th
     let delivered: Vec<_> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::SubturnDelivered { subturn_id, via } => Some((subturn_id.clone(), *via)),
+            EventBody::SubturnDelivered(SubturnDelivered { subturn_id, via }) => {
+                Some((subturn_id.clone(), *via))
+            }
             _ => None,
         })
         .collect();
@@ -251,10 +258,10 @@ async fn a_subagent_runs_with_the_model_and_tools_it_was_given_and_answers_as_th
     let last = events
         .iter()
         .rev()
-        .find(|e| e.body.kind() == "turn_end")
+        .find(|e| e.body.kind().as_str() == "turn_end")
         .unwrap();
     assert!(
-        matches!(&last.body, EventBody::TurnEnd { answer: Some(a), .. } if a == "The adder says 5.")
+        matches!(&last.body, EventBody::TurnEnd(TurnEnd { answer: Some(a), .. }) if a == "The adder says 5.")
     );
 
     // The session's history holds the parent's turn only.
@@ -305,7 +312,9 @@ async fn spawned_results_are_taken_in_before_the_next_call_exactly_once() {
     let delivered: Vec<_> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::SubturnDelivered { subturn_id, via } => Some((subturn_id.clone(), *via)),
+            EventBody::SubturnDelivered(SubturnDelivered { subturn_id, via }) => {
+                Some((subturn_id.clone(), *via))
+            }
             _ => None,
         })
         .collect();
@@ -317,16 +326,20 @@ async fn spawned_results_are_taken_in_before_the_next_call_exactly_once() {
     expected.sort_by(|a, b| a.0.cmp(&b.0));
     got.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(got, expected, "each result delivered once");
-    assert!(!events.iter().any(|e| e.body.kind() == "subturn_orphan"));
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.body.kind().as_str() == "subturn_orphan")
+    );
     let last = events
         .iter()
         .rev()
-        .find(|e| e.body.kind() == "turn_end")
+        .find(|e| e.body.kind().as_str() == "turn_end")
         .unwrap();
-    let EventBody::TurnEnd {
+    let EventBody::TurnEnd(TurnEnd {
         answer: Some(answer),
         ..
-    } = &last.body
+    }) = &last.body
     else {
         panic!()
     };
@@ -370,7 +383,7 @@ async fn a_spawned_child_that_outlives_its_parent_becomes_a_follow_up_turn() {
     let mut seen = until(
         &mut events,
         LIMIT,
-        |e| matches!(&e.body, EventBody::TurnBegin { input } if input.starts_with("[Result")),
+        |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if input.starts_with("[Result")),
     )
     .await;
     idle(&scheduler).await;
@@ -378,16 +391,18 @@ async fn a_spawned_child_that_outlives_its_parent_becomes_a_follow_up_turn() {
     let (child, _) = spawned(&seen).pop().unwrap();
     let orphan = seen
         .iter()
-        .find(|e| e.body.kind() == "subturn_orphan")
+        .find(|e| e.body.kind().as_str() == "subturn_orphan")
         .unwrap();
     assert_eq!(orphan.turn_id.as_deref(), Some(turn_id.as_str()));
     assert!(
-        matches!(&orphan.body, EventBody::SubturnOrphan { subturn_id } if *subturn_id == child)
+        matches!(&orphan.body, EventBody::SubturnOrphan(SubturnOrphan { subturn_id }) if *subturn_id == child)
     );
     let inputs: Vec<&str> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::TurnBegin { input } if e.parent_turn_id.is_none() => Some(input.as_str()),
+            EventBody::TurnBegin(TurnBegin { input }) if e.parent_turn_id.is_none() => {
+                Some(input.as_str())
+            }
             _ => None,
         })
         .collect();
@@ -398,7 +413,11 @@ async fn a_spawned_child_that_outlives_its_parent_becomes_a_follow_up_turn() {
             format!("[Result of sub-agent 'job' ({child})]\njob done")
         ]
     );
-    assert!(!seen.iter().any(|e| e.body.kind() == "subturn_delivered"));
+    assert!(
+        !seen
+            .iter()
+            .any(|e| e.body.kind().as_str() == "subturn_delivered")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -452,7 +471,7 @@ async fn spawns_over_a_limit_fail_with_an_error_the_model_reads() {
             .iter()
             .filter(|e| e.session.as_deref() == Some(session) && e.parent_turn_id.is_none())
             .find_map(|e| match &e.body {
-                EventBody::TurnEnd { answer, .. } => answer.clone(),
+                EventBody::TurnEnd(TurnEnd { answer, .. }) => answer.clone(),
                 _ => None,
             })
             .unwrap()
@@ -466,7 +485,7 @@ async fn spawns_over_a_limit_fail_with_an_error_the_model_reads() {
     let mut seen = until(
         &mut events,
         LIMIT,
-        |e| matches!(&e.body, EventBody::TurnBegin { input } if input.starts_with("[Result")),
+        |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if input.starts_with("[Result")),
     )
     .await;
     idle(&scheduler).await;
@@ -547,8 +566,11 @@ async fn fifty_parents_each_spawning_five_children_lose_no_result() {
     }
     // Orphans start follow-up turns after their parents went idle: wait
     // until every child has been accounted for.
-    let count =
-        |seen: &[Arc<Event>], kind: &str| seen.iter().filter(|e| e.body.kind() == kind).count();
+    let count = |seen: &[Arc<Event>], kind: &str| {
+        seen.iter()
+            .filter(|e| e.body.kind().as_str() == kind)
+            .count()
+    };
     let mut seen = Vec::new();
     let deadline = Instant::now() + LIMIT;
     loop {
@@ -569,11 +591,11 @@ async fn fifty_parents_each_spawning_five_children_lose_no_result() {
     let mut deliveries: HashMap<String, Vec<&str>> = HashMap::new();
     for e in &seen {
         match &e.body {
-            EventBody::SubturnDelivered { subturn_id, .. } => deliveries
+            EventBody::SubturnDelivered(SubturnDelivered { subturn_id, .. }) => deliveries
                 .entry(subturn_id.clone())
                 .or_default()
                 .push("injected"),
-            EventBody::SubturnOrphan { subturn_id } => deliveries
+            EventBody::SubturnOrphan(SubturnOrphan { subturn_id }) => deliveries
                 .entry(subturn_id.clone())
                 .or_default()
                 .push("orphan"),
@@ -592,11 +614,11 @@ async fn fifty_parents_each_spawning_five_children_lose_no_result() {
     let follow_ups = seen
         .iter()
         .filter(
-            |e| matches!(&e.body, EventBody::TurnBegin { input } if input.starts_with("[Result")),
+            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if input.starts_with("[Result")),
         )
         .count();
     assert_eq!(follow_ups, orphans, "every orphan ran as a turn");
-    assert!(seen.iter().all(|e| !matches!(&e.body, EventBody::TurnEnd { status, .. } if *status != TurnStatus::Completed)));
+    assert!(seen.iter().all(|e| !matches!(&e.body, EventBody::TurnEnd(TurnEnd { status, .. }) if *status != TurnStatus::Completed)));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -620,7 +642,7 @@ async fn a_hard_interrupt_of_the_root_cancels_its_grandchildren_at_once() {
     let mut seen = until(
         &mut events,
         LIMIT,
-        |e| matches!(&e.body, EventBody::ToolCallBegin { tool, .. } if tool == "spin"),
+        |e| matches!(&e.body, EventBody::ToolCallBegin(ToolCallBegin { tool, .. }) if tool == "spin"),
     )
     .await;
     let asked = Instant::now();
@@ -637,7 +659,7 @@ async fn a_hard_interrupt_of_the_root_cancels_its_grandchildren_at_once() {
     let mut ended = 0;
     seen.extend(
         until(&mut events, LIMIT, |e| {
-            ended += usize::from(e.body.kind() == "turn_end");
+            ended += usize::from(e.body.kind().as_str() == "turn_end");
             ended == 3
         })
         .await,
@@ -654,11 +676,10 @@ async fn a_hard_interrupt_of_the_root_cancels_its_grandchildren_at_once() {
         "{ends:?}"
     );
     // Nothing of the tree is delivered anywhere, nor kept.
-    assert!(
-        !seen
-            .iter()
-            .any(|e| matches!(e.body.kind(), "subturn_orphan" | "subturn_delivered"))
-    );
+    assert!(!seen.iter().any(|e| matches!(
+        e.body.kind().as_str(),
+        "subturn_orphan" | "subturn_delivered"
+    )));
     assert_eq!(agent.store().history("s").await.unwrap(), vec![]);
 }
 
@@ -699,7 +720,7 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
     let mut begun = 0;
     let mut seen = until(&mut events, LIMIT, |e| {
         begun += usize::from(
-            matches!(&e.body, EventBody::ToolCallBegin { tool, .. } if tool == "sleep"),
+            matches!(&e.body, EventBody::ToolCallBegin(ToolCallBegin { tool, .. }) if tool == "sleep"),
         );
         begun == 3
     })
@@ -714,7 +735,7 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
         until(
             &mut events,
             LIMIT,
-            |e| matches!(&e.body, EventBody::TurnBegin { input } if input.starts_with("[Result")),
+            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if input.starts_with("[Result")),
         )
         .await,
     );
@@ -726,7 +747,7 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
         .collect();
     let interrupted: Vec<&str> = seen
         .iter()
-        .filter(|e| e.body.kind() == "interrupt_received")
+        .filter(|e| e.body.kind().as_str() == "interrupt_received")
         .map(|e| e.turn_id.as_deref().unwrap())
         .collect();
     assert_eq!(
@@ -751,10 +772,12 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
     let deliveries: Vec<(&str, &str)> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::SubturnDelivered { subturn_id, .. } => {
+            EventBody::SubturnDelivered(SubturnDelivered { subturn_id, .. }) => {
                 Some((subturn_id.as_str(), "injected"))
             }
-            EventBody::SubturnOrphan { subturn_id } => Some((subturn_id.as_str(), "orphan")),
+            EventBody::SubturnOrphan(SubturnOrphan { subturn_id }) => {
+                Some((subturn_id.as_str(), "orphan"))
+            }
             _ => None,
         })
         .collect();
@@ -771,7 +794,7 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
     );
     assert!(
         seen.iter().any(
-            |e| matches!(&e.body, EventBody::TurnBegin { input } if *input == critical_result)
+            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if *input == critical_result)
         )
     );
 }
@@ -820,22 +843,22 @@ async fn a_child_over_budget_or_failing_does_not_take_its_parent_down() {
     let ids: HashMap<String, String> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::SubturnSpawn {
+            EventBody::SubturnSpawn(SubturnSpawn {
                 subturn_id, task, ..
-            } => Some((task.clone(), subturn_id.clone())),
+            }) => Some((task.clone(), subturn_id.clone())),
             _ => None,
         })
         .collect();
     let last = seen
         .iter()
         .rev()
-        .find(|e| e.body.kind() == "turn_end")
+        .find(|e| e.body.kind().as_str() == "turn_end")
         .unwrap();
-    let EventBody::TurnEnd {
+    let EventBody::TurnEnd(TurnEnd {
         status: TurnStatus::Completed,
         answer: Some(answer),
         ..
-    } = &last.body
+    }) = &last.body
     else {
         panic!("{last:?}")
     };
@@ -902,18 +925,18 @@ async fn a_plugin_runs_sub_agents_through_the_host_and_their_time_is_not_its_own
     let last = seen
         .iter()
         .rev()
-        .find(|e| e.body.kind() == "turn_end")
+        .find(|e| e.body.kind().as_str() == "turn_end")
         .unwrap();
     assert!(
-        matches!(&last.body, EventBody::TurnEnd { answer: Some(a), .. } if a == "Research on: Is 2 + 2 equal to 4?\n\n## analyst\nYes: add(2, 2) = 4.\n\n## reviewer\nIt assumes base 10.\n"),
+        matches!(&last.body, EventBody::TurnEnd(TurnEnd { answer: Some(a), .. }) if a == "Research on: Is 2 + 2 equal to 4?\n\n## analyst\nYes: add(2, 2) = 4.\n\n## reviewer\nIt assumes base 10.\n"),
         "{last:?}"
     );
     let spawns: Vec<(String, Option<Vec<String>>, SpawnMode)> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::SubturnSpawn {
+            EventBody::SubturnSpawn(SubturnSpawn {
                 label, tools, mode, ..
-            } => Some((label.clone(), tools.clone(), *mode)),
+            }) => Some((label.clone(), tools.clone(), *mode)),
             _ => None,
         })
         .collect();
@@ -941,7 +964,7 @@ async fn a_plugin_runs_sub_agents_through_the_host_and_their_time_is_not_its_own
     assert_eq!(reviewer.body.get("tools"), None);
     let delivered = seen
         .iter()
-        .filter(|e| e.body.kind() == "subturn_delivered")
+        .filter(|e| e.body.kind().as_str() == "subturn_delivered")
         .count();
     assert_eq!(delivered, 2);
 }
@@ -960,7 +983,7 @@ async fn a_plugin_without_the_grant_cannot_start_sub_agents() {
     let end = seen
         .iter()
         .find_map(|e| match &e.body {
-            EventBody::ToolCallEnd { ok, output, .. } => Some((*ok, output.clone())),
+            EventBody::ToolCallEnd(ToolCallEnd { ok, output, .. }) => Some((*ok, output.clone())),
             _ => None,
         })
         .unwrap();
@@ -971,7 +994,11 @@ async fn a_plugin_without_the_grant_cannot_start_sub_agents() {
             "error (upstream): no sub-agent answered: plugin 'research' may not start sub-agents: its grants do not say spawn_subturn = true".to_string()
         )
     );
-    assert!(!seen.iter().any(|e| e.body.kind() == "subturn_spawn"));
+    assert!(
+        !seen
+            .iter()
+            .any(|e| e.body.kind().as_str() == "subturn_spawn")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -996,17 +1023,21 @@ async fn hostile_spawn_arguments_are_tool_errors_and_start_nothing() {
     scheduler.submit(message("s", "go")).unwrap();
     idle(&scheduler).await;
     let seen = drain(&mut events);
-    assert!(!seen.iter().any(|e| e.body.kind() == "subturn_spawn"));
+    assert!(
+        !seen
+            .iter()
+            .any(|e| e.body.kind().as_str() == "subturn_spawn")
+    );
     let last = seen
         .iter()
         .rev()
-        .find(|e| e.body.kind() == "turn_end")
+        .find(|e| e.body.kind().as_str() == "turn_end")
         .unwrap();
-    let EventBody::TurnEnd {
+    let EventBody::TurnEnd(TurnEnd {
         status: TurnStatus::Completed,
         answer: Some(answer),
         ..
-    } = &last.body
+    }) = &last.body
     else {
         panic!("{last:?}")
     };
@@ -1068,7 +1099,7 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
     until(
         &mut events,
         LIMIT,
-        |e| matches!(&e.body, EventBody::ToolCallBegin { tool, .. } if tool == "sleep"),
+        |e| matches!(&e.body, EventBody::ToolCallBegin(ToolCallBegin { tool, .. }) if tool == "sleep"),
     )
     .await;
     let op = Op::Interrupt {
@@ -1082,15 +1113,18 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
     idle(&scheduler).await;
     let seen = drain(&mut events);
     assert!(
-        !seen
-            .iter()
-            .any(|e| matches!(e.body.kind(), "subturn_orphan" | "subturn_delivered")),
+        !seen.iter().any(|e| matches!(
+            e.body.kind().as_str(),
+            "subturn_orphan" | "subturn_delivered"
+        )),
         "{:?}",
-        seen.iter().map(|e| e.body.kind()).collect::<Vec<_>>()
+        seen.iter()
+            .map(|e| e.body.kind().as_str())
+            .collect::<Vec<_>>()
     );
     let begins = seen
         .iter()
-        .filter(|e| e.body.kind() == "turn_begin" && e.parent_turn_id.is_none())
+        .filter(|e| e.body.kind().as_str() == "turn_begin" && e.parent_turn_id.is_none())
         .count();
     assert_eq!(begins, 0, "no follow-up turn");
     assert_eq!(agent.store().history("h").await.unwrap(), vec![]);
@@ -1100,7 +1134,10 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
     let Accepted::Started { turn_id } = scheduler.submit(message("w", "wind down")).unwrap() else {
         panic!()
     };
-    until(&mut events, LIMIT, |e| e.body.kind() == "tool_call_begin").await;
+    until(&mut events, LIMIT, |e| {
+        e.body.kind().as_str() == "tool_call_begin"
+    })
+    .await;
     let op = Op::Interrupt {
         target: Target::Turn(turn_id),
         mode: InterruptMode::Graceful,
@@ -1108,11 +1145,15 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
     scheduler.submit(op).unwrap();
     idle(&scheduler).await;
     let seen = drain(&mut events);
-    assert!(!seen.iter().any(|e| e.body.kind() == "subturn_spawn"));
+    assert!(
+        !seen
+            .iter()
+            .any(|e| e.body.kind().as_str() == "subturn_spawn")
+    );
     let skipped: Vec<&str> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallSkipped { tool, reason, .. } => {
+            EventBody::ToolCallSkipped(ToolCallSkipped { tool, reason, .. }) => {
                 Some((tool.as_str(), reason.as_str()))
             }
             _ => None,

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw::llm::ProviderConfig;
-use wasmclaw::protocol::{Event, EventBody, TurnStatus};
+use wasmclaw::protocol::{
+    Event, EventBody, LlmResponse, ToolCallBegin, ToolCallEnd, TurnEnd, TurnStatus,
+};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent, anthropic, drain, kinds, openai, streamed_text};
@@ -59,7 +61,7 @@ fn tool_results(wire: Wire, body: &Value) -> Vec<(String, String)> {
 fn body_of<'a>(events: &'a [Arc<Event>], kind: &str) -> Vec<&'a EventBody> {
     events
         .iter()
-        .filter(|e| e.body.kind() == kind)
+        .filter(|e| e.body.kind().as_str() == kind)
         .map(|e| &e.body)
         .collect()
 }
@@ -120,14 +122,14 @@ async fn two_iterations_with_one_tool_call(wire: Wire, stream: bool) {
         );
     }
     match body_of(&events, "tool_call_end")[0] {
-        EventBody::ToolCallEnd {
+        EventBody::ToolCallEnd(ToolCallEnd {
             call_id,
             tool,
             ok,
             output,
             error_kind,
             ..
-        } => {
+        }) => {
             assert_eq!(
                 (
                     call_id.as_str(),
@@ -142,9 +144,9 @@ async fn two_iterations_with_one_tool_call(wire: Wire, stream: bool) {
         _ => unreachable!(),
     }
     match body_of(&events, "llm_response")[0] {
-        EventBody::LlmResponse {
+        EventBody::LlmResponse(LlmResponse {
             tool_calls, model, ..
-        } => {
+        }) => {
             assert_eq!(tool_calls.len(), 1);
             assert_eq!(
                 (
@@ -161,12 +163,12 @@ async fn two_iterations_with_one_tool_call(wire: Wire, stream: bool) {
         _ => unreachable!(),
     }
     match body_of(&events, "turn_end")[0] {
-        EventBody::TurnEnd {
+        EventBody::TurnEnd(TurnEnd {
             status,
             reason,
             iterations,
             ..
-        } => {
+        }) => {
             assert_eq!(
                 (*status, reason.as_str(), *iterations),
                 (TurnStatus::Completed, "final_answer", 2)
@@ -269,8 +271,10 @@ async fn tool_calls_of_one_reply_run_concurrently_and_answer_in_the_order_asked(
     let tool_events: Vec<(&str, &str)> = events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallBegin { call_id, .. } => Some(("begin", call_id.as_str())),
-            EventBody::ToolCallEnd { call_id, .. } => Some(("end", call_id.as_str())),
+            EventBody::ToolCallBegin(ToolCallBegin { call_id, .. }) => {
+                Some(("begin", call_id.as_str()))
+            }
+            EventBody::ToolCallEnd(ToolCallEnd { call_id, .. }) => Some(("end", call_id.as_str())),
             _ => None,
         })
         .collect();
@@ -281,12 +285,12 @@ async fn tool_calls_of_one_reply_run_concurrently_and_answer_in_the_order_asked(
     assert_eq!(ends, [("end", "first"), ("end", "second")]);
     let first_begin = events
         .iter()
-        .find(|e| e.body.kind() == "tool_call_begin")
+        .find(|e| e.body.kind().as_str() == "tool_call_begin")
         .unwrap();
     let last_end = events
         .iter()
         .rev()
-        .find(|e| e.body.kind() == "tool_call_end")
+        .find(|e| e.body.kind().as_str() == "tool_call_end")
         .unwrap();
     let elapsed = humantime::parse_rfc3339(&last_end.time)
         .unwrap()
@@ -382,7 +386,7 @@ async fn tool_errors_and_unknown_tools_go_back_to_the_model() {
     let mut oks: Vec<(String, bool)> = drain(&mut sub)
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd { call_id, ok, .. } => Some((call_id.clone(), *ok)),
+            EventBody::ToolCallEnd(ToolCallEnd { call_id, ok, .. }) => Some((call_id.clone(), *ok)),
             _ => None,
         })
         .collect();
@@ -496,12 +500,12 @@ async fn a_server_that_repeats_the_tool_name_in_every_chunk_still_gives_one_call
     let calls: Vec<(String, String, String)> = drain(&mut sub)
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd {
+            EventBody::ToolCallEnd(ToolCallEnd {
                 call_id,
                 tool,
                 output,
                 ..
-            } => Some((call_id.clone(), tool.clone(), output.clone())),
+            }) => Some((call_id.clone(), tool.clone(), output.clone())),
             _ => None,
         })
         .collect();

@@ -11,7 +11,9 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use wasmclaw::agent::AgentConfig;
 use wasmclaw::llm::Message;
-use wasmclaw::protocol::{Accepted, Event, EventBody, InterruptMode, Op, Target, TurnStatus};
+use wasmclaw::protocol::{
+    Accepted, Event, EventBody, InterruptMode, Op, Target, TurnEnd, TurnStatus,
+};
 use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent_with, anthropic, kinds, openai, until};
@@ -22,7 +24,7 @@ use wasmclaw_tests::{PluginDir, wasmclaw_bin};
 const LIMIT: Duration = Duration::from_secs(9);
 
 fn is(kind: &'static str) -> impl Fn(&Event) -> bool {
-    move |e| e.body.kind() == kind
+    move |e| e.body.kind().as_str() == kind
 }
 
 /// Starts a turn on `fake`, interrupts it gracefully once its model call
@@ -81,12 +83,12 @@ async fn interrupted_then(
 
 fn end(events: &[std::sync::Arc<Event>]) -> (TurnStatus, String, Option<String>) {
     match &events.last().unwrap().body {
-        EventBody::TurnEnd {
+        EventBody::TurnEnd(TurnEnd {
             status,
             reason,
             answer,
             ..
-        } => (*status, reason.clone(), answer.clone()),
+        }) => (*status, reason.clone(), answer.clone()),
         other => panic!("not a turn end: {other:?}"),
     }
 }

@@ -26,7 +26,7 @@ use serde_json::json;
 use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::bus::{Delivery, EventBus, Filter, Received};
 use wasmclaw::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
-use wasmclaw::protocol::{Accepted, EventBody, Op, TurnStatus};
+use wasmclaw::protocol::{Accepted, EventBody, Op, TurnEnd, TurnStatus};
 use wasmclaw::scheduler::{DEFAULT_MAX_PARALLEL, Scheduler, SchedulerConfig};
 use wasmclaw::store::{EventLog, Store};
 use wasmclaw_tests::PluginDir;
@@ -255,7 +255,7 @@ impl Tally {
         let Received::Event(event) = received else {
             panic!("a lossless subscription dropped events: {received:?}");
         };
-        let EventBody::TurnEnd { status, reason, .. } = &event.body else {
+        let EventBody::TurnEnd(TurnEnd { status, reason, .. }) = &event.body else {
             return;
         };
         match status {

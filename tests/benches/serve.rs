@@ -42,7 +42,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use wasmclaw::llm::ProviderKind;
-use wasmclaw::protocol::{Event, EventBody};
+use wasmclaw::protocol::{Event, EventBody, TurnEnd};
 use wasmclaw_tests::bench::{
     FAKE_MODEL_FLAG, Row, add_then_answer, cpu_of, fake_model_child, micros, millis, ms,
     percentile, print_and_save, proc_status_kb, process_cpu, serve_fake_model, us,
@@ -594,7 +594,7 @@ struct Stream {
 }
 
 /// A `turn_end` as received: the turn, when, and its status.
-type TurnEnd = (String, Instant, String);
+type Ended = (String, Instant, String);
 
 /// The clients' process: in [`Mode::Sse`], an SSE reader per session. Says
 /// `connected` once every stream is open, waits for `go`, sends the
@@ -603,7 +603,7 @@ type TurnEnd = (String, Instant, String);
 #[allow(clippy::print_stdout)]
 async fn clients(url: String, mode: Mode) {
     let client = client_builder().build().unwrap();
-    let (ends_tx, mut ends) = mpsc::unbounded_channel::<TurnEnd>();
+    let (ends_tx, mut ends) = mpsc::unbounded_channel::<Ended>();
     let readers_wanted = if mode == Mode::Sse { SESSIONS } else { 0 };
     let (ready_tx, mut ready) = mpsc::channel::<()>(SESSIONS);
     let mut streams = Vec::with_capacity(readers_wanted);
@@ -687,7 +687,7 @@ async fn clients(url: String, mode: Mode) {
     let mut completed = 0;
     let mut twice = 0;
     let mut unknown = 0;
-    let mut on_end = |(turn_id, at, status): TurnEnd| match sent.get_mut(&turn_id) {
+    let mut on_end = |(turn_id, at, status): Ended| match sent.get_mut(&turn_id) {
         Some((message, sent_at)) if message.ended_us.is_none() => {
             message.ended_us = Some((at - *sent_at).as_micros() as u64);
             completed += usize::from(status == "completed");
@@ -748,7 +748,7 @@ async fn read_events(
     url: String,
     session: String,
     stream: Arc<Mutex<Stream>>,
-    ends: mpsc::UnboundedSender<TurnEnd>,
+    ends: mpsc::UnboundedSender<Ended>,
     ready: mpsc::Sender<()>,
 ) {
     let mut ready = Some(ready);
@@ -793,7 +793,7 @@ async fn read_events(
                     }
                     stream.lock().unwrap().seqs.push(event.seq);
                     last = Some(event.seq);
-                    if let EventBody::TurnEnd { status, .. } = &event.body {
+                    if let EventBody::TurnEnd(TurnEnd { status, .. }) = &event.body {
                         let status = serde_json::to_value(status).unwrap();
                         let turn_id = event.turn_id.clone().unwrap_or_default();
                         let status = status.as_str().unwrap_or_default().to_string();

@@ -20,7 +20,7 @@ use wasmclaw::agent::subturn::SubTurnLimits;
 use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::bus::{Delivery, EventBus, Filter, Received};
 use wasmclaw::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
-use wasmclaw::protocol::{EventBody, TurnStatus};
+use wasmclaw::protocol::{EventBody, SubturnEnd, ToolCallEnd, TurnStatus};
 use wasmclaw::store::{EventLog, Store};
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::bench::{
@@ -122,9 +122,9 @@ async fn spawn_overhead() -> Vec<Row> {
         cpu.push((kind, (process_cpu() - before) / TURNS as u32));
         while let Some(received) = events.try_recv() {
             if let Received::Event(event) = received
-                && let EventBody::ToolCallEnd {
+                && let EventBody::ToolCallEnd(ToolCallEnd {
                     tool, duration_ms, ..
-                } = &event.body
+                }) = &event.body
                 && tool == "subagent"
             {
                 latencies.push(Duration::from_secs_f64(duration_ms / 1000.0));
@@ -209,11 +209,11 @@ async fn tree() -> Vec<Row> {
             panic!("a lossless subscription dropped events");
         };
         match &event.body {
-            EventBody::SubturnSpawn { .. } => spawned += 1,
-            EventBody::SubturnEnd {
+            EventBody::SubturnSpawn(_) => spawned += 1,
+            EventBody::SubturnEnd(SubturnEnd {
                 status: TurnStatus::Completed,
                 ..
-            } => completed += 1,
+            }) => completed += 1,
             _ => {}
         }
     }

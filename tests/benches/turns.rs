@@ -17,7 +17,7 @@ use wasmclaw::bus::{Delivery, EventBus, Filter, Received};
 use wasmclaw::llm::{
     Chain, ChatRequest, Message, Provider, ProviderConfig, ProviderKind, RetryPolicy, ToolDef,
 };
-use wasmclaw::protocol::EventBody;
+use wasmclaw::protocol::{EventBody, ToolCallEnd};
 use wasmclaw::store::{EventLog, Store};
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::bench::{
@@ -146,7 +146,7 @@ async fn turns(kind: ProviderKind, on_disk: bool) -> (Vec<Duration>, Duration) {
     log.flush(bus.last_seq()).await;
     let cpu = process_cpu() - cpu_before;
     while let Some(Received::Event(event)) = tool_events.try_recv() {
-        if let EventBody::ToolCallEnd { duration_ms, .. } = event.body {
+        if let EventBody::ToolCallEnd(ToolCallEnd { duration_ms, .. }) = event.body {
             plugin_time += Duration::from_secs_f64(duration_ms / 1000.0);
         }
     }

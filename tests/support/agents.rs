@@ -8,7 +8,7 @@ use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::bus::{Delivery, EventBus, Filter, Received, Subscription};
 use wasmclaw::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use wasmclaw::plugin::Plugins;
-use wasmclaw::protocol::{Event, EventBody};
+use wasmclaw::protocol::{Event, EventBody, LlmDelta};
 use wasmclaw::store::Store;
 
 use crate::fake_model::FakeModel;
@@ -111,7 +111,10 @@ pub async fn until(
         let received = tokio::time::timeout_at(deadline, sub.recv())
             .await
             .unwrap_or_else(|_| {
-                let seen: Vec<_> = events.iter().map(|e: &Arc<Event>| e.body.kind()).collect();
+                let seen: Vec<_> = events
+                    .iter()
+                    .map(|e: &Arc<Event>| e.body.kind().as_str())
+                    .collect();
                 panic!("the awaited event did not come within {limit:?}; seen: {seen:?}")
             })
             .expect("the bus is open");
@@ -132,7 +135,7 @@ pub async fn until(
 pub fn kinds(events: &[Arc<Event>]) -> Vec<&'static str> {
     let mut kinds: Vec<&'static str> = Vec::new();
     for event in events {
-        let kind = event.body.kind();
+        let kind = event.body.kind().as_str();
         if !(kind == "llm_delta" && kinds.last() == Some(&"llm_delta")) {
             kinds.push(kind);
         }
@@ -145,7 +148,9 @@ pub fn streamed_text(events: &[Arc<Event>], iteration: u32) -> String {
     events
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::LlmDelta { iteration: i, text } if *i == iteration => Some(text.as_str()),
+            EventBody::LlmDelta(LlmDelta { iteration: i, text }) if *i == iteration => {
+                Some(text.as_str())
+            }
             _ => None,
         })
         .collect()

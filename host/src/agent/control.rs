@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget::TurnUsage;
 use crate::bus::{EventBus, Scope};
-use crate::protocol::{EventBody, InterruptMode};
+use crate::protocol::{EventBody, InterruptMode, InterruptReceived};
 
 /// A new turn id: a UUIDv7, so ids sort by creation time.
 pub fn new_turn_id() -> String {
@@ -272,10 +272,10 @@ impl TurnControl {
         };
         bus.publish(
             &self.scope(),
-            EventBody::InterruptReceived {
+            EventBody::InterruptReceived(InterruptReceived {
                 mode,
                 discarded: discarded.clone(),
-            },
+            }),
         );
         self.winding.cancel();
         match mode {
@@ -438,14 +438,14 @@ mod tests {
         assert_eq!(
             modes,
             [
-                EventBody::InterruptReceived {
+                EventBody::InterruptReceived(InterruptReceived {
                     mode: InterruptMode::Graceful,
                     discarded: vec![]
-                },
-                EventBody::InterruptReceived {
+                }),
+                EventBody::InterruptReceived(InterruptReceived {
                     mode: InterruptMode::Hard,
                     discarded: vec!["pending".into(), "queued".into()]
-                },
+                }),
             ]
         );
     }

@@ -36,7 +36,10 @@ use crate::llm::ToolDef;
 use crate::plugin::spawn::SubTurnSpawner;
 use crate::plugin::tools::Tool;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
-use crate::protocol::{Delivery, EventBody, SpawnMode, SubTurnRequest, TurnStatus};
+use crate::protocol::{
+    Delivery, EventBody, SpawnMode, SubTurnRequest, SubturnDelivered, SubturnEnd, SubturnOrphan,
+    SubturnSpawn, TurnStatus,
+};
 
 /// The longest timeout a child may ask for: a day.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -256,7 +259,7 @@ impl Parent {
             .unwrap_or_else(|| format!("sub-agent {}", &child.id[child.id.len() - 6..]));
         self.agent.bus.publish(
             &self.control.scope(),
-            EventBody::SubturnSpawn {
+            EventBody::SubturnSpawn(SubturnSpawn {
                 subturn_id: child.id.clone(),
                 label: label.clone(),
                 task: request.task.clone(),
@@ -265,7 +268,7 @@ impl Parent {
                 model: spec.model.clone(),
                 tools: spec.tools.as_ref().map(|t| t.iter().cloned().collect()),
                 critical: request.critical,
-            },
+            }),
         );
         let (agent, parent, id) = (self.agent.clone(), self.control.clone(), child.id.clone());
         let (task_text, child_label) = (request.task, label.clone());
@@ -287,12 +290,12 @@ impl Parent {
             drop(share);
             agent.bus.publish(
                 &parent.scope(),
-                EventBody::SubturnEnd {
+                EventBody::SubturnEnd(SubturnEnd {
                     subturn_id: child.id.clone(),
                     status: outcome.status,
                     reason: outcome.reason.clone(),
                     usage: outcome.usage,
-                },
+                }),
             );
             if mode == SpawnMode::Spawn {
                 deliver_later(&agent, &parent, &child, &child_label, &outcome);
@@ -411,10 +414,10 @@ impl Parent {
         }
         self.agent.bus.publish(
             &self.control.scope(),
-            EventBody::SubturnDelivered {
+            EventBody::SubturnDelivered(SubturnDelivered {
                 subturn_id: spawned.id.clone(),
                 via: Delivery::ToolResult,
-            },
+            }),
         );
         match outcome.status {
             TurnStatus::Completed => Ok(outcome.answer.unwrap_or_default()),
@@ -508,9 +511,9 @@ pub(crate) fn orphan(agent: &Agent, parent: &TurnControl, result: ChildResult) {
     }
     agent.bus.publish(
         &parent.scope(),
-        EventBody::SubturnOrphan {
+        EventBody::SubturnOrphan(SubturnOrphan {
             subturn_id: result.subturn_id,
-        },
+        }),
     );
     agent.follow_up(&parent.session, result.content);
 }

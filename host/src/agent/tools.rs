@@ -34,7 +34,7 @@ use crate::hooks::{HookScope, ToolGate};
 use crate::llm::{FinishReason, Message, ToolCall};
 use crate::plugin::call::Spawner;
 use crate::plugin::{CallContext, ErrorKind, Limits, ToolError};
-use crate::protocol::EventBody;
+use crate::protocol::{EventBody, ToolCallBegin, ToolCallEnd, ToolCallSkipped};
 
 use super::refusals::Refusals;
 use super::subturn::{self, Parent};
@@ -72,14 +72,14 @@ impl Drop for Begun<'_> {
         );
         for (end, call) in &self.calls {
             end.publish(&self.turn.agent().bus, &self.turn.scope, || {
-                EventBody::ToolCallEnd {
+                EventBody::ToolCallEnd(ToolCallEnd {
                     call_id: call.id.clone(),
                     tool: call.name.clone(),
                     ok: false,
                     output: for_model(&error),
                     error_kind: Some(error.kind),
                     duration_ms: 0.0,
-                }
+                })
             });
         }
     }
@@ -112,11 +112,11 @@ pub async fn run_all<'a>(
             .await
             .expect("the semaphore is never closed");
         if let Some(reason) = turn.control.skip_reason().or(cut) {
-            turn.publish(EventBody::ToolCallSkipped {
+            turn.publish(EventBody::ToolCallSkipped(ToolCallSkipped {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 reason: reason.to_string(),
-            });
+            }));
             started.push(Started::Skipped(tool_message(
                 call,
                 format!("skipped: {reason}"),
@@ -124,11 +124,11 @@ pub async fn run_all<'a>(
             )));
             continue;
         }
-        turn.publish(EventBody::ToolCallBegin {
+        turn.publish(EventBody::ToolCallBegin(ToolCallBegin {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
-        });
+        }));
         let end = Arc::new(EndOnce::default());
         begun.calls.push((end.clone(), call));
         let (parent, call) = (turn.as_parent(), call.clone());
@@ -158,13 +158,15 @@ pub async fn run_all<'a>(
                 format!("the call failed inside the host: {e}"),
             );
             let content = for_model(&error);
-            end.publish(&agent.bus, &turn.scope, || EventBody::ToolCallEnd {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                ok: false,
-                output: content.clone(),
-                error_kind: Some(error.kind),
-                duration_ms: 0.0,
+            end.publish(&agent.bus, &turn.scope, || {
+                EventBody::ToolCallEnd(ToolCallEnd {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    ok: false,
+                    output: content.clone(),
+                    error_kind: Some(error.kind),
+                    duration_ms: 0.0,
+                })
             });
             tool_message(call, content, true)
         }));
@@ -185,13 +187,15 @@ async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce, refusals: &Ref
             Some(error.kind),
         ),
     };
-    end.publish(bus, scope, || EventBody::ToolCallEnd {
-        call_id: call.id.clone(),
-        tool: call.name.clone(),
-        ok: !is_error,
-        output: content.clone(),
-        error_kind,
-        duration_ms,
+    end.publish(bus, scope, || {
+        EventBody::ToolCallEnd(ToolCallEnd {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            ok: !is_error,
+            output: content.clone(),
+            error_kind,
+            duration_ms,
+        })
     });
     tool_message(call, content, is_error)
 }

@@ -42,7 +42,9 @@ use crate::bus::Scope;
 use crate::hooks::HookScope;
 use crate::llm::types::ToolChoice;
 use crate::llm::{ChatRequest, Message, ToolCall, ToolDef, Usage};
-use crate::protocol::{EventBody, TurnStatus};
+use crate::protocol::{
+    EventBody, SteeringInjected, SubturnDelivered, TurnBegin, TurnEnd, TurnErrorKind, TurnStatus,
+};
 use crate::store::TurnRecord;
 
 use self::model_call::Asked;
@@ -181,9 +183,9 @@ impl Turn {
     }
 
     pub async fn run(mut self, input: &str) -> TurnOutcome {
-        self.publish(EventBody::TurnBegin {
+        self.publish(EventBody::TurnBegin(TurnBegin {
             input: input.to_string(),
-        });
+        }));
         let cancel = self.control.cancelled().clone();
         let deadline = self.spec.deadline;
         let timed_out = async move {
@@ -240,17 +242,17 @@ impl Turn {
             }
             let (results, steering) = self.control.take_inbox();
             for result in results {
-                self.publish(EventBody::SubturnDelivered {
+                self.publish(EventBody::SubturnDelivered(SubturnDelivered {
                     subturn_id: result.subturn_id,
                     via: crate::protocol::Delivery::Injected,
-                });
+                }));
                 messages.push(Message::user(result.content));
             }
             for content in steering {
-                self.publish(EventBody::SteeringInjected {
+                self.publish(EventBody::SteeringInjected(SteeringInjected {
                     iteration: self.iterations,
                     content: content.clone(),
-                });
+                }));
                 messages.push(Message::user(content));
             }
             let interrupted = self.control.winding_down();
@@ -420,13 +422,14 @@ impl Turn {
             outcome.reason = format!("could not save the turn's history: {e:#}");
             outcome.answer = None;
         }
-        self.publish(EventBody::TurnEnd {
+        self.publish(EventBody::TurnEnd(TurnEnd {
             status: outcome.status,
             reason: outcome.reason.clone(),
+            error_kind: None,
             iterations: outcome.iterations,
             usage: outcome.usage,
             answer: outcome.answer.clone(),
-        });
+        }));
         outcome
     }
 }
@@ -447,13 +450,14 @@ pub(crate) fn panicked(agent: &Agent, control: &TurnControl, error: &str) -> Tur
     };
     agent.bus.publish(
         &control.scope(),
-        EventBody::TurnEnd {
+        EventBody::TurnEnd(TurnEnd {
             status: outcome.status,
             reason: outcome.reason.clone(),
+            error_kind: Some(TurnErrorKind::Internal),
             iterations: 0,
             usage: outcome.usage,
             answer: None,
-        },
+        }),
     );
     outcome
 }

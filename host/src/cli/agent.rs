@@ -16,7 +16,7 @@ use crate::home::{Home, HomeLock};
 use crate::llm::{CallLimits, Chain, Provider, ProviderConfig, RetryPolicy};
 use crate::plugin::Plugins;
 use crate::plugin::cache::LoadLimits;
-use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
+use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnEnd, TurnStatus};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::store::{EventLog, Store};
 
@@ -215,7 +215,7 @@ pub async fn run(
             biased;
             Some(received) = sub.recv() => {
                 if let Received::Event(event) = &received
-                    && let EventBody::TurnEnd { status, reason, answer, .. } = &event.body
+                    && let EventBody::TurnEnd(TurnEnd { status, reason, answer, .. }) = &event.body
                     && event.turn_id.as_deref() == Some(turn_id.as_str())
                 {
                     end = Some((*status, reason.clone(), answer.clone()));

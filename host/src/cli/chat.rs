@@ -23,7 +23,11 @@ use super::agent::{AgentArgs, session_key, start};
 use crate::bus::{Delivery, Filter, Received};
 use crate::home::Home;
 use crate::plugin::cache::LoadLimits;
-use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
+use crate::protocol::{
+    Accepted, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse, LlmRetry,
+    Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,
+    ToolCallSkipped, TurnEnd, TurnStatus,
+};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 
 pub async fn chat(
@@ -76,7 +80,7 @@ pub async fn chat(
             Some(received) = events.recv() => {
                 // A turn that started by itself (a late sub-agent's result).
                 if let Received::Event(event) = &received
-                    && matches!(event.body, EventBody::TurnBegin { .. })
+                    && matches!(event.body, EventBody::TurnBegin(_))
                     && event.parent_turn_id.is_none()
                 {
                     busy = true;
@@ -190,60 +194,62 @@ impl Screen {
             return;
         }
         match &event.body {
-            EventBody::SubturnSpawn {
+            EventBody::SubturnSpawn(SubturnSpawn {
                 subturn_id, label, ..
-            } => {
+            }) => {
                 self.labels.insert(subturn_id.clone(), label.clone());
                 self.note(&format!("sub-agent '{label}' started"));
             }
-            EventBody::SubturnEnd {
+            EventBody::SubturnEnd(SubturnEnd {
                 subturn_id, status, ..
-            } => {
+            }) => {
                 let label = self.labels.remove(subturn_id).unwrap_or_default();
                 self.note(&format!("sub-agent '{label}' ended {}", status.as_str()));
             }
-            EventBody::LlmRequest { .. } => (self.streamed, self.shown) = (false, false),
-            EventBody::LlmDelta { text, .. } => {
+            EventBody::LlmRequest(_) => (self.streamed, self.shown) = (false, false),
+            EventBody::LlmDelta(LlmDelta { text, .. }) => {
                 (self.streamed, self.shown) = (true, true);
                 print!("{text}");
                 self.mid_line = !text.ends_with('\n');
             }
-            EventBody::LlmResponse { text, .. } if !self.streamed && !text.is_empty() => {
+            EventBody::LlmResponse(LlmResponse { text, .. })
+                if !self.streamed && !text.is_empty() =>
+            {
                 self.shown = true;
                 println!("{text}");
             }
-            EventBody::ToolCallBegin {
+            EventBody::ToolCallBegin(ToolCallBegin {
                 tool, arguments, ..
-            } => {
+            }) => {
                 self.end_line();
                 println!("  ⚙ {tool} {}", clip(arguments, 200));
             }
-            EventBody::ToolCallEnd {
+            EventBody::ToolCallEnd(ToolCallEnd {
                 tool,
                 ok,
                 output,
                 duration_ms,
                 ..
-            } => {
+            }) => {
                 let mark = if *ok { "✓" } else { "✗" };
                 println!(
                     "  {mark} {tool} ({duration_ms:.1} ms): {}",
                     clip(output, 300)
                 );
             }
-            EventBody::ToolCallSkipped { tool, reason, .. } => {
+            EventBody::ToolCallSkipped(ToolCallSkipped { tool, reason, .. }) => {
                 println!("  - {tool} skipped: {reason}");
             }
-            EventBody::SteeringInjected { content, .. } => {
+            EventBody::SteeringInjected(SteeringInjected { content, .. }) => {
                 self.note(&format!("taken in: {}", clip(content, 200)));
             }
-            EventBody::HookDecision {
+            EventBody::HookDecision(HookDecision {
                 hook,
                 point,
                 decision,
                 reason,
                 ..
-            } => {
+            }) => {
                 let why = reason
                     .as_deref()
                     .map(|r| format!(": {r}"))
@@ -253,21 +259,21 @@ impl Screen {
                     decision.as_str()
                 ));
             }
-            EventBody::HookError {
+            EventBody::HookError(HookError {
                 hook, point, error, ..
-            } => {
+            }) => {
                 self.note(&format!(
                     "hook '{hook}' ({point}) failed: {}",
                     clip(error, 200)
                 ));
             }
-            EventBody::LlmRetry {
+            EventBody::LlmRetry(LlmRetry {
                 error,
                 next_model,
                 delay_ms,
                 discard_partial,
                 ..
-            } => {
+            }) => {
                 if *discard_partial && std::mem::take(&mut self.shown) {
                     // A terminal cannot be trusted to erase what scrolled
                     // or wrapped: the void text is marked instead.
@@ -275,7 +281,7 @@ impl Screen {
                 }
                 self.note(&format!("{error}; trying {next_model} in {delay_ms} ms"));
             }
-            EventBody::TurnEnd { status, reason, .. } => {
+            EventBody::TurnEnd(TurnEnd { status, reason, .. }) => {
                 self.end_line();
                 if *status != TurnStatus::Completed {
                     println!("[turn {}: {reason}]", status.as_str());

@@ -26,7 +26,7 @@ use crate::plugin::call::within_output_limit;
 use crate::plugin::hook_call::{HookInput, HookOutput, LlmDecision, ResultDecision, ToolDecision};
 use crate::plugin::hook_settings::FailMode;
 use crate::plugin::{CallContext, ErrorKind, HookPoint, ToolError};
-use crate::protocol::{EventBody, HookEffect, HookVerdict};
+use crate::protocol::{EventBody, HookDecision, HookEffect, HookError, HookVerdict};
 
 use super::{HookSet, Hooked, llm_json};
 
@@ -53,7 +53,7 @@ impl HookScope<'_> {
     fn decision(&self, hook: &Hooked, decision: HookVerdict, tool: Option<&str>) -> Decision<'_> {
         Decision {
             scope: self,
-            body: EventBody::HookDecision {
+            body: EventBody::HookDecision(HookDecision {
                 hook: hook.name().to_string(),
                 point: hook.subscription.point,
                 decision,
@@ -61,7 +61,7 @@ impl HookScope<'_> {
                 tool: tool.map(str::to_string),
                 reason: None,
                 arguments: None,
-            },
+            }),
         }
     }
 
@@ -78,14 +78,14 @@ impl HookScope<'_> {
         tracing::warn!(hook = hook.name(), %point, "hook failed: {error}");
         self.bus.publish(
             self.scope,
-            EventBody::HookError {
+            EventBody::HookError(HookError {
                 hook: hook.name().to_string(),
                 point,
                 error,
                 effect,
                 call_id: tool.map(|_| self.ctx.call_id.clone()),
                 tool: tool.map(str::to_string),
-            },
+            }),
         );
         closed
     }
@@ -99,14 +99,14 @@ struct Decision<'a> {
 
 impl Decision<'_> {
     fn reason(mut self, text: &str) -> Self {
-        if let EventBody::HookDecision { reason, .. } = &mut self.body {
+        if let EventBody::HookDecision(HookDecision { reason, .. }) = &mut self.body {
             *reason = Some(text.to_string());
         }
         self
     }
 
     fn arguments(mut self, text: &str) -> Self {
-        if let EventBody::HookDecision { arguments, .. } = &mut self.body {
+        if let EventBody::HookDecision(HookDecision { arguments, .. }) = &mut self.body {
             *arguments = Some(text.to_string());
         }
         self

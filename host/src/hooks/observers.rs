@@ -27,7 +27,7 @@ use crate::plugin::catalog::{Catalog, PluginStatus};
 use crate::plugin::hook_call::HookInput;
 use crate::plugin::loader::Plugin;
 use crate::plugin::{CallContext, HookPoint};
-use crate::protocol::{Event, EventBody, HookEffect};
+use crate::protocol::{Event, EventBody, HookEffect, HookError};
 
 /// What one observer did since the host started (across reloads).
 #[derive(Debug, Default)]
@@ -206,10 +206,10 @@ impl Observer {
     async fn deliver(&self, event: &Event) {
         if matches!(
             event.body,
-            EventBody::HookError {
+            EventBody::HookError(HookError {
                 point: HookPoint::OnEvent,
                 ..
-            }
+            })
         ) {
             return;
         }
@@ -227,14 +227,14 @@ impl Observer {
                 tracing::warn!(hook = %plugin.name, "on-event hook failed: {error}");
                 self.bus.publish(
                     &scope_of(event),
-                    EventBody::HookError {
+                    EventBody::HookError(HookError {
                         hook: plugin.name.to_string(),
                         point: HookPoint::OnEvent,
                         error,
                         effect: HookEffect::Ignored,
                         call_id: None,
                         tool: None,
-                    },
+                    }),
                 );
             }
         }

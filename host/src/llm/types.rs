@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use wasmclaw_protocol::{FinishReason, Usage};
+
 /// One message of a conversation, as kept in a session's history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
@@ -110,56 +112,6 @@ pub struct ChatRequest {
     /// Another model of the same provider than the candidate's own (a
     /// SubTurn's).
     pub model: Option<String>,
-}
-
-/// Why the model stopped. Serialized as a plain string (`"tool_calls"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "String", from = "String")]
-pub enum FinishReason {
-    Stop,
-    ToolCalls,
-    Length,
-    ContentFilter,
-    /// A value this host does not know, kept as the server sent it.
-    Other(String),
-}
-
-impl From<FinishReason> for String {
-    fn from(reason: FinishReason) -> String {
-        match reason {
-            FinishReason::Stop => "stop".into(),
-            FinishReason::ToolCalls => "tool_calls".into(),
-            FinishReason::Length => "length".into(),
-            FinishReason::ContentFilter => "content_filter".into(),
-            FinishReason::Other(other) => other,
-        }
-    }
-}
-
-impl From<String> for FinishReason {
-    fn from(reason: String) -> FinishReason {
-        match reason.as_str() {
-            "stop" => FinishReason::Stop,
-            "tool_calls" => FinishReason::ToolCalls,
-            "length" => FinishReason::Length,
-            "content_filter" => FinishReason::ContentFilter,
-            _ => FinishReason::Other(reason),
-        }
-    }
-}
-
-/// Tokens as the provider reported them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, other: Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-    }
 }
 
 /// The model's whole reply.

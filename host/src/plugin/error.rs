@@ -4,45 +4,12 @@
 //! trap, a breached limit, an error the plugin returned itself) ends up as a
 //! [`ToolError`], whose text is written for the model and the operator alike.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use super::bindings::wasmclaw::plugin::types as wit;
 
-/// Mirrors the WIT `error-kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ErrorKind {
-    InvalidInput,
-    NotFound,
-    Denied,
-    Timeout,
-    Upstream,
-    Internal,
-    /// Host-side only: the host stopped the call (its turn was aborted).
-    Cancelled,
-}
-
-impl ErrorKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::InvalidInput => "invalid-input",
-            ErrorKind::NotFound => "not-found",
-            ErrorKind::Denied => "denied",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Upstream => "upstream",
-            ErrorKind::Internal => "internal",
-            ErrorKind::Cancelled => "cancelled",
-        }
-    }
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The WIT `error-kind`, and `cancelled`, which only the host gives.
+pub use wasmclaw_protocol::ToolErrorKind as ErrorKind;
 
 /// A failed tool call, as the caller sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -5,48 +5,12 @@
 //! and an event filter only on `on-event`; tool patterns are tool-name
 //! characters and `*`; event kinds are ones the host publishes.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::bindings::wit_hooks as wit;
-use crate::protocol::EventBody;
+use crate::protocol::EventKind;
 
-/// Where in a turn a hook runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HookPoint {
-    BeforeLlm,
-    AfterLlm,
-    BeforeTool,
-    AfterTool,
-    OnEvent,
-}
-
-impl HookPoint {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookPoint::BeforeLlm => "before-llm",
-            HookPoint::AfterLlm => "after-llm",
-            HookPoint::BeforeTool => "before-tool",
-            HookPoint::AfterTool => "after-tool",
-            HookPoint::OnEvent => "on-event",
-        }
-    }
-
-    /// Whether a failure here may stop what the hook guards.
-    pub fn is_before(self) -> bool {
-        matches!(self, HookPoint::BeforeLlm | HookPoint::BeforeTool)
-    }
-
-    fn is_tool(self) -> bool {
-        matches!(self, HookPoint::BeforeTool | HookPoint::AfterTool)
-    }
-}
-
-impl std::fmt::Display for HookPoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use wasmclaw_protocol::HookPoint;
 
 impl From<wit::HookPoint> for HookPoint {
     fn from(p: wit::HookPoint) -> Self {
@@ -71,7 +35,7 @@ pub struct Subscription {
     pub tools: Vec<String>,
     /// Event kinds; empty: every kind.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub events: Vec<String>,
+    pub events: Vec<EventKind>,
 }
 
 impl Subscription {
@@ -79,8 +43,8 @@ impl Subscription {
         self.tools.is_empty() || self.tools.iter().any(|p| glob_match(p, tool))
     }
 
-    pub fn wants_event(&self, kind: &str) -> bool {
-        self.events.is_empty() || self.events.iter().any(|k| k == kind)
+    pub fn wants_event(&self, kind: EventKind) -> bool {
+        self.events.is_empty() || self.events.contains(&kind)
     }
 }
 
@@ -92,7 +56,8 @@ impl std::fmt::Display for Subscription {
             write!(f, "; tools {}", self.tools.join(","))?;
         }
         if !self.events.is_empty() {
-            write!(f, "; events {}", self.events.join(","))?;
+            let kinds: Vec<&str> = self.events.iter().map(|k| k.as_str()).collect();
+            write!(f, "; events {}", kinds.join(","))?;
         }
         f.write_str(")")
     }
@@ -133,19 +98,22 @@ pub fn validate_subscriptions(
                 )));
             }
         }
+        let mut events = Vec::with_capacity(s.events.len());
         for kind in &s.events {
-            if !EventBody::KINDS.contains(&kind.as_str()) {
+            let Some(known) = EventKind::parse(kind) else {
+                let kinds: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
                 return Err(at(format!(
                     "unknown event kind {kind:?}; the kinds are: {}",
-                    EventBody::KINDS.join(", ")
+                    kinds.join(", ")
                 )));
-            }
+            };
+            events.push(known);
         }
         out.push(Subscription {
             point,
             priority: priority.unwrap_or(s.priority),
             tools: s.tools,
-            events: s.events,
+            events,
         });
     }
     Ok(out)
@@ -218,7 +186,7 @@ mod tests {
         .unwrap();
         assert_eq!(ok[0].priority, 5);
         assert!(ok[0].applies_to_tool("files_write") && !ok[0].applies_to_tool("add"));
-        assert!(ok[1].wants_event("turn_end") && !ok[1].wants_event("turn_begin"));
+        assert!(ok[1].wants_event(EventKind::TurnEnd) && !ok[1].wants_event(EventKind::TurnBegin));
         let overridden = validate_subscriptions(vec![sub(P::AfterTool, &[], &[])], Some(-3));
         assert_eq!(overridden.unwrap()[0].priority, -3);
 

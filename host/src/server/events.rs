@@ -178,7 +178,7 @@ impl Feed {
             let full = events.len() == PAGE;
             for event in events {
                 last = event.seq;
-                if self.deltas || !matches!(event.body, EventBody::LlmDelta { .. }) {
+                if self.deltas || !matches!(event.body, EventBody::LlmDelta(_)) {
                     self.send(&event).await?;
                 }
             }

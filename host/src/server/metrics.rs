@@ -20,7 +20,10 @@ use prometheus_client::registry::Registry;
 
 use super::Api;
 use crate::bus::{Delivery, EventBus, Filter, Received};
-use crate::protocol::{Event, EventBody, HookEffect};
+use crate::protocol::{
+    Event, EventBody, HookDecision, HookEffect, HookError, LlmResponse, LlmRetry, ToolCallEnd,
+    TurnEnd,
+};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TurnLabels {
@@ -142,13 +145,13 @@ impl Metrics {
             "turn"
         };
         match &event.body {
-            EventBody::TurnBegin { .. } => {
+            EventBody::TurnBegin(_) => {
                 self.turns_running.inc();
                 if let Some(id) = &event.turn_id {
                     begun.insert(id.clone(), Instant::now());
                 }
             }
-            EventBody::TurnEnd { status, .. } => {
+            EventBody::TurnEnd(TurnEnd { status, .. }) => {
                 let labels = TurnLabels {
                     kind,
                     status: status.as_str(),
@@ -161,13 +164,13 @@ impl Metrics {
                     self.turn_seconds.get_or_create(&labels).observe(took);
                 }
             }
-            EventBody::ToolCallEnd {
+            EventBody::ToolCallEnd(ToolCallEnd {
                 tool,
                 ok,
                 error_kind,
                 duration_ms,
                 ..
-            } => {
+            }) => {
                 let outcome = match (ok, error_kind) {
                     (true, _) => "ok",
                     (false, Some(kind)) => kind.as_str(),
@@ -183,12 +186,12 @@ impl Metrics {
                     .get_or_create(&tool)
                     .observe(duration_ms / 1000.0);
             }
-            EventBody::LlmResponse {
+            EventBody::LlmResponse(LlmResponse {
                 model,
                 usage,
                 duration_ms,
                 ..
-            } => {
+            }) => {
                 let labels = ModelLabels {
                     model: model.clone(),
                 };
@@ -205,21 +208,21 @@ impl Metrics {
                     .get_or_create(&output)
                     .inc_by(usage.output_tokens);
             }
-            EventBody::LlmRetry { model, .. } => {
+            EventBody::LlmRetry(LlmRetry { model, .. }) => {
                 let labels = ModelLabels {
                     model: model.clone(),
                 };
                 self.llm_retries.get_or_create(&labels).inc();
             }
-            EventBody::PluginFailed { .. } => {
+            EventBody::PluginFailed(_) => {
                 self.plugin_load_failures.inc();
             }
-            EventBody::HookDecision {
+            EventBody::HookDecision(HookDecision {
                 hook,
                 point,
                 decision,
                 ..
-            } => {
+            }) => {
                 let labels = HookLabels {
                     hook: hook.clone(),
                     point: point.as_str(),
@@ -227,12 +230,12 @@ impl Metrics {
                 };
                 self.hook_decisions.get_or_create(&labels).inc();
             }
-            EventBody::HookError {
+            EventBody::HookError(HookError {
                 hook,
                 point,
                 effect,
                 ..
-            } => {
+            }) => {
                 let labels = HookLabels {
                     hook: hook.clone(),
                     point: point.as_str(),

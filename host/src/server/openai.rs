@@ -38,7 +38,9 @@ use super::sessions::turn_end;
 use super::{Api, ApiError};
 use crate::bus::{Delivery, Filter, Received, Subscription};
 use crate::llm::{Message, Usage};
-use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
+use crate::protocol::{
+    Accepted, EventBody, InterruptMode, LlmDelta, LlmRetry, Op, Target, TurnEnd, TurnStatus,
+};
 use crate::scheduler::Scheduler;
 use crate::store::TurnRecord;
 
@@ -409,25 +411,27 @@ async fn stream(
             continue;
         }
         match &event.body {
-            EventBody::LlmDelta { text: delta, .. } if !delta.is_empty() => text.hold(delta),
-            EventBody::LlmRetry {
+            EventBody::LlmDelta(LlmDelta { text: delta, .. }) if !delta.is_empty() => {
+                text.hold(delta)
+            }
+            EventBody::LlmRetry(LlmRetry {
                 discard_partial: true,
                 ..
-            } => text.discard(),
+            }) => text.discard(),
             // The reply's text is good: the turn goes on from it.
-            EventBody::LlmRequest { .. } | EventBody::ToolCallBegin { .. } => {
+            EventBody::LlmRequest(_) | EventBody::ToolCallBegin(_) => {
                 chunks.extend(
                     text.release()
                         .map(|t| reply.chunk(json!({ "content": t }), None)),
                 );
             }
-            EventBody::TurnEnd {
+            EventBody::TurnEnd(TurnEnd {
                 status,
                 reason,
                 answer,
                 usage,
                 ..
-            } => {
+            }) => {
                 guard.turn_id = None;
                 if *status != TurnStatus::Completed {
                     let error = failed(*status, reason);

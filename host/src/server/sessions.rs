@@ -24,7 +24,9 @@ use serde_json::{Value, json};
 use super::{Api, ApiError};
 use crate::bus::{Delivery, Filter, Received, Subscription};
 use crate::llm::Usage;
-use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Policy, Target, TurnStatus};
+use crate::protocol::{
+    Accepted, EventBody, InterruptMode, Op, Policy, Target, TurnEnd, TurnStatus,
+};
 use crate::store::forest;
 
 /// Longest session key accepted.
@@ -206,13 +208,13 @@ pub(super) async fn turn_end(
         };
         if let Received::Event(event) = received
             && event.turn_id.as_deref() == Some(turn_id)
-            && let EventBody::TurnEnd {
+            && let EventBody::TurnEnd(TurnEnd {
                 status,
                 reason,
                 answer,
                 usage,
                 ..
-            } = &event.body
+            }) = &event.body
         {
             return Ok(Ended {
                 status: *status,

@@ -1,34 +1,10 @@
 //! Which events the audit log asks for, and how one becomes a line.
 
 use serde_json::Value;
-
-/// Every event kind of the host except `llm_delta` (one per streamed chunk of
-/// model text: many, small, and repeated whole in `llm_response`).
-pub const DEFAULT_KINDS: &[&str] = &[
-    "turn_begin",
-    "turn_end",
-    "llm_request",
-    "llm_response",
-    "llm_retry",
-    "tool_call_begin",
-    "tool_call_end",
-    "tool_call_skipped",
-    "steering_injected",
-    "follow_up_queued",
-    "interrupt_received",
-    "subturn_spawn",
-    "subturn_end",
-    "subturn_delivered",
-    "subturn_orphan",
-    "plugin_loaded",
-    "plugin_failed",
-    "plugin_unloaded",
-    "hook_decision",
-    "hook_error",
-];
+use wasmclaw_protocol::EventKind;
 
 /// The event kinds to subscribe to: the config's `events` list when there is
-/// one, else [`DEFAULT_KINDS`]. `Err` says why `events` was not usable (the
+/// one, else [`default_kinds`]. `Err` says why `events` was not usable (the
 /// caller logs it and falls back to the defaults).
 pub fn kinds(config: &Value) -> Result<Vec<String>, String> {
     let Some(events) = config.get("events") else {
@@ -42,9 +18,16 @@ pub fn kinds(config: &Value) -> Result<Vec<String>, String> {
     strings.ok_or_else(|| "config `events` must be a list of event kinds".to_string())
 }
 
-/// [`DEFAULT_KINDS`] as owned strings, as a subscription wants them.
+/// Every event kind of the host except `llm_delta` (one per streamed chunk of
+/// model text: many, small, and repeated whole in `llm_response`), as a
+/// subscription wants them. The list comes from the host's protocol crate,
+/// so a new kind is logged without a change here.
 pub fn default_kinds() -> Vec<String> {
-    DEFAULT_KINDS.iter().map(|k| k.to_string()).collect()
+    EventKind::ALL
+        .iter()
+        .filter(|k| **k != EventKind::LlmDelta)
+        .map(|k| k.as_str().to_string())
+        .collect()
 }
 
 /// The event exactly as given, made to fit on one line. Raw line breaks can
@@ -68,7 +51,7 @@ mod tests {
     #[test]
     fn defaults_leave_out_llm_delta() {
         let kinds = kinds(&json!({})).unwrap();
-        assert_eq!(kinds.len(), 20);
+        assert_eq!(kinds.len(), EventKind::ALL.len() - 1);
         assert!(!kinds.iter().any(|k| k == "llm_delta"));
         assert!(kinds.iter().any(|k| k == "hook_error"));
     }

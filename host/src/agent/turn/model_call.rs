@@ -28,7 +28,7 @@ use super::{Failure, Turn, millis};
 use crate::hooks::HookSet;
 use crate::llm::fallback::Progress;
 use crate::llm::{ChatRequest, ChatResponse};
-use crate::protocol::{EventBody, ToolCallInfo};
+use crate::protocol::{EventBody, LlmDelta, LlmRequest, LlmResponse, LlmRetry, ToolCallInfo};
 
 /// What became of a model call.
 pub(super) enum Asked {
@@ -98,12 +98,12 @@ impl Turn {
     /// graceful interrupt (see the module's doc).
     pub(super) async fn ask(&mut self, request: &ChatRequest) -> Result<Asked, String> {
         let iteration = self.iterations;
-        self.publish(EventBody::LlmRequest {
+        self.publish(EventBody::LlmRequest(LlmRequest {
             iteration,
             model: self.agent.llm.first_model(request.model.as_deref()),
             messages: request.messages.len(),
             tools: request.tools.len(),
-        });
+        }));
         let started = Instant::now();
         let attempt = Mutex::new(Attempt {
             partial: String::new(),
@@ -120,10 +120,10 @@ impl Turn {
             let body = match progress {
                 Progress::Delta(text) => {
                     attempt.partial.push_str(text);
-                    EventBody::LlmDelta {
+                    EventBody::LlmDelta(LlmDelta {
                         iteration,
                         text: text.to_string(),
-                    }
+                    })
                 }
                 Progress::Retry(retry) => {
                     if retry.discard_partial {
@@ -132,7 +132,7 @@ impl Turn {
                     attempt.retries += 1;
                     attempt.backoff_until = Some(Instant::now() + retry.delay);
                     retried.notify_one();
-                    EventBody::LlmRetry {
+                    EventBody::LlmRetry(LlmRetry {
                         iteration,
                         model: retry.model,
                         attempt: retry.attempt,
@@ -140,7 +140,7 @@ impl Turn {
                         next_model: retry.next_model,
                         delay_ms: retry.delay.as_millis() as u64,
                         discard_partial: retry.discard_partial,
-                    }
+                    })
                 }
             };
             bus.publish(scope, body);
@@ -176,7 +176,7 @@ impl Turn {
         self.control
             .usage
             .add_own(response.usage.input_tokens + response.usage.output_tokens);
-        self.publish(EventBody::LlmResponse {
+        self.publish(EventBody::LlmResponse(LlmResponse {
             iteration,
             model: answered.model.clone(),
             text: response.text.clone(),
@@ -192,7 +192,7 @@ impl Turn {
             finish_reason: response.finish_reason.clone(),
             usage: response.usage,
             duration_ms: millis(started.elapsed()),
-        });
+        }));
         Ok(Asked::Reply {
             response,
             model: answered.model,

@@ -15,7 +15,7 @@ use super::model_call::Asked;
 use super::{Failure, Turn};
 use crate::hooks::HookSet;
 use crate::llm::{ChatRequest, ChatResponse, Message, ToolCall};
-use crate::protocol::EventBody;
+use crate::protocol::{EventBody, LlmRetry, ToolCallSkipped};
 
 impl Turn {
     /// `reply` (from `model`, to `request`), or, when it is no answer, the
@@ -38,7 +38,7 @@ impl Turn {
         // Offered no tools, the model asked anyway: the history keeps no
         // unanswered call.
         self.skip_calls(&reply.tool_calls, skip_reason);
-        self.publish(EventBody::LlmRetry {
+        self.publish(EventBody::LlmRetry(LlmRetry {
             iteration: self.iterations,
             model: model.clone(),
             attempt: 1,
@@ -46,7 +46,7 @@ impl Turn {
             next_model: model,
             delay_ms: 0,
             discard_partial: !reply.text.is_empty(),
-        });
+        }));
         let retry = hooks
             .before_llm(&self.hook_scope(), without_tools(request))
             .await?;
@@ -68,11 +68,11 @@ impl Turn {
     /// Tool calls the turn will not run: one `tool_call_skipped` each.
     fn skip_calls(&self, calls: &[ToolCall], reason: &str) {
         for call in calls {
-            self.publish(EventBody::ToolCallSkipped {
+            self.publish(EventBody::ToolCallSkipped(ToolCallSkipped {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 reason: reason.to_string(),
-            });
+            }));
         }
     }
 }

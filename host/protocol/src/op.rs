@@ -1,0 +1,110 @@
+//! What a front end asks of the core, and what it is told.
+
+use serde::{Deserialize, Serialize};
+
+/// A request to the core.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Op {
+    /// A user message for a session: starts a turn when the session is idle;
+    /// otherwise steers its running turn or waits as a follow-up turn, by the
+    /// session's [`Policy`].
+    UserMessage { session: String, content: String },
+    /// A message for the turn running on a session, taken in before its next
+    /// model call whatever the session's policy; starts a turn when none runs.
+    Steer { session: String, content: String },
+    /// Stops a turn, named by its session or its id.
+    Interrupt { target: Target, mode: InterruptMode },
+    /// What a session does with a message that arrives while its turn runs.
+    SetPolicy { session: String, policy: Policy },
+}
+
+/// What a session does with a user message that arrives while its turn runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Inject it into the running turn before its next model call.
+    #[default]
+    Steer,
+    /// Queue it as a turn of its own, run after the current one.
+    FollowUp,
+}
+
+/// What the core did with an accepted [`Op`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Accepted {
+    /// A turn started (or waits for a free slot) for the message.
+    Started {
+        turn_id: String,
+    },
+    /// The message will be injected into the running turn.
+    Steered {
+        turn_id: String,
+    },
+    /// The message waits as a follow-up turn, which will have this id; 1
+    /// is next.
+    Queued {
+        turn_id: String,
+        position: usize,
+    },
+    /// The turn was told to stop. `discarded`: the messages that went with
+    /// it (a hard interrupt drops its pending steering and the session's
+    /// queued follow-ups).
+    Interrupted {
+        turn_id: String,
+        discarded: Vec<String>,
+    },
+    PolicySet,
+}
+
+/// Why an [`Op`] was refused. Nothing else changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "error", content = "message", rename_all = "snake_case")]
+pub enum Refused {
+    /// The interrupt's target has no running turn.
+    NoActiveTurn(String),
+    /// The session's steering or follow-up queue is at its limit.
+    QueueFull(String),
+    /// The op itself is malformed (an empty session key).
+    Invalid(String),
+    /// The host is shutting down.
+    Closed(String),
+}
+
+/// Which turn a control operation is for: never "the active turn".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Session(String),
+    Turn(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptMode {
+    /// Finish running tools, then one last answer without tools.
+    Graceful,
+    /// Cancel at once; the turn leaves no history.
+    Hard,
+}
+
+impl Refused {
+    /// The message, which names what was refused and why.
+    pub fn message(&self) -> &str {
+        match self {
+            Refused::NoActiveTurn(m)
+            | Refused::QueueFull(m)
+            | Refused::Invalid(m)
+            | Refused::Closed(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for Refused {}
