@@ -9,6 +9,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
+use wasmclaw_tests::gate::{ToolGates, gate_args};
 use wasmclaw_tests::{PluginDir, wasmclaw_bin};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -20,15 +21,21 @@ struct Chat {
     stdout: Lines<BufReader<ChildStdout>>,
     /// Every line read so far.
     seen: Vec<String>,
+    /// The gates hostile's `wait_gate` calls wait at.
+    gates: ToolGates,
     _dir: PluginDir,
 }
 
 impl Chat {
     async fn start(fake: &FakeModel) -> Chat {
         let dir = PluginDir::new();
+        let gates = ToolGates::new();
         dir.add("echo");
         dir.add("hostile");
-        dir.grants("hostile", "[limits]\ntimeout_ms = 60000\n");
+        dir.grants(
+            "hostile",
+            &format!("{}[limits]\ntimeout_ms = 60000\n", gates.grants()),
+        );
         let url = fake.openai_base_url();
         let plugins = dir.path();
         let mut child = tokio::process::Command::new(wasmclaw_bin())
@@ -48,6 +55,7 @@ impl Chat {
             stdout: BufReader::new(child.stdout.take().unwrap()).lines(),
             child,
             seen: Vec::new(),
+            gates,
             _dir: dir,
         }
     }
@@ -115,23 +123,26 @@ impl Chat {
 #[tokio::test(flavor = "multi_thread")]
 async fn typing_while_a_turn_runs_steers_it() {
     let fake = FakeModel::start([
-        Reply::tool("c1", "sleep", json!({"ms": 400})),
+        Reply::tool("c1", "wait_gate", gate_args("nap")),
         Reply::text("Understood."),
     ])
     .await;
     let mut chat = Chat::start(&fake).await;
     chat.type_line("take a nap").await;
-    chat.wait_for("⚙ sleep").await;
+    chat.wait_for("⚙ wait_gate").await;
+    // The tool runs until the line has been taken as steering.
     chat.type_line("keep it short").await;
+    chat.wait_for("[steering:").await;
+    chat.gates.open("nap");
     chat.wait_for("Understood.").await;
     let (code, lines) = chat.finish().await;
     assert_eq!(code, 0);
     assert_eq!(
         lines,
         [
-            ">   ⚙ sleep {\"ms\":400}",
+            ">   ⚙ wait_gate {\"name\":\"nap\"}",
             "  [steering: taken in before the next model call]",
-            "  ✓ sleep (T ms): slept",
+            "  ✓ wait_gate (T ms): gate nap opened",
             "  [taken in: keep it short]",
             "Understood.",
             "> ",
@@ -147,23 +158,26 @@ async fn typing_while_a_turn_runs_steers_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn ctrl_c_once_lets_the_tool_finish_and_asks_for_a_last_answer() {
     let fake = FakeModel::start([
-        Reply::tool("c1", "sleep", json!({"ms": 400})),
+        Reply::tool("c1", "wait_gate", gate_args("nap")),
         Reply::text("Stopped early."),
     ])
     .await;
     let mut chat = Chat::start(&fake).await;
     chat.type_line("take a nap").await;
-    chat.wait_for("⚙ sleep").await;
+    chat.wait_for("⚙ wait_gate").await;
+    // The tool runs until the interrupt has been taken.
     chat.ctrl_c();
+    chat.wait_for("[interrupting").await;
+    chat.gates.open("nap");
     chat.wait_for("[turn ended early").await;
     let (code, lines) = chat.finish().await;
     assert_eq!(code, 0);
     assert_eq!(
         lines,
         [
-            ">   ⚙ sleep {\"ms\":400}",
+            ">   ⚙ wait_gate {\"name\":\"nap\"}",
             "  [interrupting: running tools finish, then a last answer; Ctrl-C again stops at once]",
-            "  ✓ sleep (T ms): slept",
+            "  ✓ wait_gate (T ms): gate nap opened",
             "Stopped early.",
             "[turn ended early: interrupted]",
             "> ",

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use wasmclaw::plugin::catalog::PluginChange;
+use wasmclaw_tests::gate::{ToolGates, gate_output};
 use wasmclaw_tests::{PluginDir, ctx, guest};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -19,7 +20,12 @@ async fn next_changes(rx: &mut mpsc::UnboundedReceiver<Vec<PluginChange>>) -> Ve
 #[tokio::test(flavor = "multi_thread")]
 async fn add_replace_and_remove_while_running() {
     let dir = PluginDir::new();
+    let gates = ToolGates::new();
     dir.add("hostile");
+    dir.grants(
+        "hostile",
+        &format!("{}[limits]\ntimeout_ms = 60000\n", gates.grants()),
+    );
     let plugins = dir.load().await;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let _watch = plugins.watch(Some(tx)).unwrap();
@@ -42,11 +48,17 @@ async fn add_replace_and_remove_while_running() {
     );
 
     // Replaced while a call runs: the call finishes on the old version.
+    // The call is inside the old version, and stays there until the gate
+    // opens, after the reload.
     let in_flight = {
         let plugins = plugins.clone();
-        tokio::spawn(async move { plugins.call(&ctx(), "sleep", r#"{"ms":4000}"#).await })
+        tokio::spawn(async move {
+            plugins
+                .call(&ctx(), "wait_gate", r#"{"name":"reload"}"#)
+                .await
+        })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    gates.wait_started("reload", WAIT).await;
     // Write the new version beside and rename it in, as an installer would.
     let tmp = dir.path().join(".hostile.wasm.part");
     std::fs::copy(guest("dup_other"), &tmp).unwrap();
@@ -58,12 +70,16 @@ async fn add_replace_and_remove_while_running() {
             if name == "hostile" && error.starts_with("tool \"echo\" is already offered by echo.wasm")),
         "{changes:?}"
     );
-    assert!(plugins.catalog().tool("sleep").is_none());
+    assert!(plugins.catalog().tool("wait_gate").is_none());
     assert!(
         !in_flight.is_finished(),
-        "the reload came after the call ended"
+        "the call ended before its gate opened"
     );
-    assert_eq!(in_flight.await.unwrap(), Ok("slept".to_string()));
+    gates.open("reload");
+    let outcome = tokio::time::timeout(WAIT, in_flight)
+        .await
+        .expect("the call ended once its gate opened");
+    assert_eq!(outcome.unwrap(), Ok(gate_output("reload")));
 
     // Removed.
     std::fs::remove_file(dir.path().join("echo.wasm")).unwrap();

@@ -18,7 +18,8 @@ use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, drain, kinds, openai, until};
-use wasmclaw_tests::fake_model::{FakeModel, Reply, ToolCallReply, fake_model};
+use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply, fake_model};
+use wasmclaw_tests::gate::{ToolGates, gate_args, gate_calls, gate_output};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -37,11 +38,15 @@ fn session(key: &str) -> Target {
     Target::Session(key.into())
 }
 
-/// The echo and hostile fixtures; hostile may run for a minute per call.
-async fn plugins(dir: &PluginDir) -> Arc<wasmclaw::plugin::Plugins> {
+/// The echo and hostile fixtures; hostile may run for a minute per call,
+/// and has the gates its `wait_gate` calls wait at.
+async fn plugins(dir: &PluginDir, gates: &ToolGates) -> Arc<wasmclaw::plugin::Plugins> {
     dir.add("echo");
     dir.add("hostile");
-    dir.grants("hostile", "[limits]\ntimeout_ms = 60000\n");
+    dir.grants(
+        "hostile",
+        &format!("{}[limits]\ntimeout_ms = 60000\n", gates.grants()),
+    );
     dir.load().await
 }
 
@@ -49,13 +54,16 @@ struct Setup {
     agent: Arc<Agent>,
     scheduler: Scheduler,
     events: wasmclaw::bus::Subscription,
+    /// The gates hostile's `wait_gate` calls wait at.
+    gates: ToolGates,
     _dir: PluginDir,
 }
 
 async fn setup(fake: &FakeModel, config: AgentConfig, limits: SchedulerConfig) -> Setup {
     let dir = PluginDir::new();
+    let gates = ToolGates::new();
     let (agent, events) = agent_with(
-        plugins(&dir).await,
+        plugins(&dir, &gates).await,
         vec![openai(fake, "m", true)],
         Store::open_in_memory().unwrap(),
         config,
@@ -65,6 +73,7 @@ async fn setup(fake: &FakeModel, config: AgentConfig, limits: SchedulerConfig) -
         agent,
         scheduler,
         events,
+        gates,
         _dir: dir,
     }
 }
@@ -77,21 +86,6 @@ async fn idle(scheduler: &Scheduler) {
 
 fn is(kind: &'static str) -> impl Fn(&Event) -> bool {
     move |e| e.body.kind().as_str() == kind
-}
-
-/// Calls of hostile's `sleep`: (call id, milliseconds).
-fn sleep_calls(calls: &[(&str, u64)]) -> Reply {
-    Reply::ToolCalls {
-        text: String::new(),
-        calls: calls
-            .iter()
-            .map(|(id, ms)| ToolCallReply {
-                id: id.to_string(),
-                name: "sleep".into(),
-                arguments: json!({ "ms": ms }),
-            })
-            .collect(),
-    }
 }
 
 /// The request bodies the model received, in order.
@@ -229,12 +223,16 @@ async fn two_hundred_sessions_of_three_messages_each_keep_order_and_lose_nothing
 
 #[tokio::test(flavor = "multi_thread")]
 async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
-    let fake = fake_model(|text, _| {
-        let delay = if text == "first" { 300 } else { 0 };
-        Reply::Delay(
-            Duration::from_millis(delay),
-            Box::new(Reply::text(format!("answer to {text}"))),
-        )
+    // The first turn's answer waits until the follow-ups are in.
+    let first_answer = Gate::default();
+    let gate = first_answer.clone();
+    let fake = fake_model(move |text, _| {
+        let answer = Reply::text(format!("answer to {text}"));
+        if text == "first" {
+            Reply::Gated(gate.clone(), Box::new(answer))
+        } else {
+            answer
+        }
     })
     .await;
     let limits = SchedulerConfig {
@@ -278,6 +276,7 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
                 .into()
         ))
     );
+    first_answer.open();
     idle(&scheduler).await;
     seen.extend(drain(&mut events));
     let shown: Vec<String> = seen
@@ -322,7 +321,7 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
 #[tokio::test(flavor = "multi_thread")]
 async fn steering_during_tool_calls_skips_the_calls_not_started() {
     let fake = FakeModel::start([
-        sleep_calls(&[("c1", 300), ("c2", 300), ("c3", 300)]),
+        gate_calls(&[("c1", "c1"), ("c2", "c2"), ("c3", "c3")]),
         Reply::text("Changed course."),
     ])
     .await;
@@ -334,6 +333,7 @@ async fn steering_during_tool_calls_skips_the_calls_not_started() {
         agent,
         scheduler,
         mut events,
+        gates,
         ..
     } = setup(&fake, config, SchedulerConfig::default()).await;
 
@@ -341,12 +341,18 @@ async fn steering_during_tool_calls_skips_the_calls_not_started() {
     else {
         panic!("no turn started");
     };
+    // c1 runs until its gate opens, after the steering is in.
     until(&mut events, LIMIT, is("tool_call_begin")).await;
     let steer = Op::Steer {
         session: "t".into(),
         content: "stop sleeping".into(),
     };
     assert_eq!(scheduler.submit(steer), Ok(Accepted::Steered { turn_id }));
+    // c2 and c3 would end at once if they ran (and the sequence below
+    // would show it).
+    for gate in ["c1", "c2", "c3"] {
+        gates.open(gate);
+    }
     idle(&scheduler).await;
     let rest = drain(&mut events);
     assert_eq!(
@@ -376,7 +382,7 @@ async fn steering_during_tool_calls_skips_the_calls_not_started() {
     assert_eq!(
         second[2..],
         [
-            ("tool".to_string(), "slept".to_string()),
+            ("tool".to_string(), gate_output("c1")),
             ("tool".to_string(), format!("skipped: {skip}")),
             ("tool".to_string(), format!("skipped: {skip}")),
             ("user".to_string(), "stop sleeping".to_string()),
@@ -389,11 +395,10 @@ async fn steering_during_tool_calls_skips_the_calls_not_started() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn steering_during_the_reply_keeps_the_turn_going_after_its_answer() {
+    // The first answer waits until the steering is in.
+    let first_answer = Gate::default();
     let fake = FakeModel::start([
-        Reply::Delay(
-            Duration::from_millis(300),
-            Box::new(Reply::text("First answer.")),
-        ),
+        Reply::Gated(first_answer.clone(), Box::new(Reply::text("First answer."))),
         Reply::text("Second answer."),
     ])
     .await;
@@ -409,6 +414,7 @@ async fn steering_during_the_reply_keeps_the_turn_going_after_its_answer() {
         scheduler.submit(message("r", "and also this")),
         Ok(Accepted::Steered { .. })
     ));
+    first_answer.open();
     idle(&scheduler).await;
     let rest = drain(&mut events);
     assert_eq!(
@@ -440,9 +446,9 @@ async fn steering_during_the_reply_keeps_the_turn_going_after_its_answer() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_answer() {
-    // c1 ends first, freeing the slot c3 would have taken.
+    // c1 ends first, freeing the slot c3 would have taken; c2 ends last.
     let fake = FakeModel::start([
-        sleep_calls(&[("c1", 200), ("c2", 400), ("c3", 200)]),
+        gate_calls(&[("c1", "c1"), ("c2", "c2"), ("c3", "c3")]),
         Reply::text("Stopped early."),
         Reply::text("Next one."),
     ])
@@ -455,6 +461,7 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
         agent,
         scheduler,
         mut events,
+        gates,
         ..
     } = setup(&fake, config, SchedulerConfig::default()).await;
 
@@ -480,7 +487,23 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
         scheduler.submit(message("g", "next")),
         Ok(Accepted::Queued { position: 1, .. })
     ));
-    let rest = until(&mut events, LIMIT, is("turn_end")).await;
+    // c1 and c2 hold their slots until both ops are in; then c1 ends, and
+    // what takes its slot (c3's skip) comes before c2 ends.
+    let mut rest = until(&mut events, LIMIT, is("follow_up_queued")).await;
+    gates.open("c1");
+    rest.extend(
+        until(&mut events, LIMIT, |e| {
+            matches!(
+                e.body.kind().as_str(),
+                "tool_call_skipped" | "tool_call_begin"
+            )
+        })
+        .await,
+    );
+    // c3 would end at once if it ran (and the sequence below would show it).
+    gates.open("c3");
+    gates.open("c2");
+    rest.extend(until(&mut events, LIMIT, is("turn_end")).await);
     assert_eq!(
         kinds(&rest),
         [
@@ -534,7 +557,7 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
 async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_back() {
     let fake = fake_model(|text, after_tool| match (text, after_tool) {
         ("spin", false) => Reply::tool("c1", "spin", json!({})),
-        ("slow", false) => Reply::tool("c2", "sleep", json!({"ms": 400})),
+        ("slow", false) => Reply::tool("c2", "wait_gate", gate_args("slow")),
         (_, true) => Reply::text("slow done"),
         _ => Reply::text("hello"),
     })
@@ -543,6 +566,7 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
         agent,
         scheduler,
         mut events,
+        gates,
         ..
     } = setup(&fake, AgentConfig::default(), SchedulerConfig::default()).await;
 
@@ -556,10 +580,18 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
         panic!("no turn started");
     };
     scheduler.submit(message("b", "slow")).unwrap();
+    // Both sessions are in their tool calls; b's waits at its gate until a
+    // has been interrupted.
+    let (mut a_begun, mut b_begun) = (false, false);
     until(&mut events, LIMIT, |e| {
-        e.body.kind().as_str() == "tool_call_begin" && e.session.as_deref() == Some("a")
+        if e.body.kind().as_str() == "tool_call_begin" {
+            a_begun |= e.session.as_deref() == Some("a");
+            b_begun |= e.session.as_deref() == Some("b");
+        }
+        a_begun && b_begun
     })
     .await;
+    gates.wait_started("slow", LIMIT).await;
     // Pending steering goes with the turn, and says so.
     assert!(matches!(
         scheduler.submit(message("a", "never mind")),
@@ -604,6 +636,7 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
     assert_eq!(agent.store().history("a").await.unwrap(), before);
 
     // The other session was untouched, and this one works again.
+    gates.open("slow");
     idle(&scheduler).await;
     let rest = drain(&mut events);
     let b: Vec<_> = seen
@@ -811,11 +844,10 @@ async fn steering_racing_the_end_of_a_turn_is_answered_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
+    // The only answer waits until the message is in.
+    let only_answer = Gate::default();
     let fake = FakeModel::start([
-        Reply::Delay(
-            Duration::from_millis(300),
-            Box::new(Reply::text("Only answer.")),
-        ),
+        Reply::Gated(only_answer.clone(), Box::new(Reply::text("Only answer."))),
         Reply::text("Next answer."),
     ])
     .await;
@@ -835,6 +867,7 @@ async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
         scheduler.submit(message("l", "one more")),
         Ok(Accepted::Queued { position: 1, .. })
     ));
+    only_answer.open();
     idle(&scheduler).await;
     seen.extend(drain(&mut events));
     let shown: Vec<String> = seen

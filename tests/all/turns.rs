@@ -13,6 +13,7 @@ use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent, anthropic, drain, kinds, openai, streamed_text};
 use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, ToolCallReply};
+use wasmclaw_tests::gate::{ToolGates, gate_args, gate_output};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -236,17 +237,19 @@ async fn anthropic_unstreamed_turn_has_the_exact_event_sequence() {
 #[tokio::test(flavor = "multi_thread")]
 async fn tool_calls_of_one_reply_run_concurrently_and_answer_in_the_order_asked() {
     let dir = PluginDir::new();
+    let gates = ToolGates::new();
     dir.add("hostile");
+    dir.grants("hostile", &gates.grants());
     let calls = vec![
         ToolCallReply {
             id: "first".into(),
-            name: "sleep".into(),
-            arguments: json!({"ms": 300}),
+            name: "wait_gate".into(),
+            arguments: gate_args("first"),
         },
         ToolCallReply {
             id: "second".into(),
-            name: "sleep".into(),
-            arguments: json!({"ms": 300}),
+            name: "wait_gate".into(),
+            arguments: gate_args("second"),
         },
     ];
     let fake = FakeModel::start([
@@ -263,9 +266,19 @@ async fn tool_calls_of_one_reply_run_concurrently_and_answer_in_the_order_asked(
         Store::open_in_memory().unwrap(),
     );
 
-    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "sleep twice"))
-        .await
-        .unwrap();
+    // Both calls reach their gates while neither is open: they run at once.
+    // The second is let go first; the answers still come in the order asked.
+    let release = async {
+        gates.wait_started("first", LIMIT).await;
+        gates.wait_started("second", LIMIT).await;
+        gates.open("second");
+        gates.open("first");
+    };
+    let (outcome, ()) = tokio::time::timeout(LIMIT, async {
+        tokio::join!(agent.run_turn("s", "sleep twice"), release)
+    })
+    .await
+    .unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
     let events = drain(&mut sub);
     let tool_events: Vec<(&str, &str)> = events
@@ -283,29 +296,12 @@ async fn tool_calls_of_one_reply_run_concurrently_and_answer_in_the_order_asked(
     let mut ends = tool_events[2..].to_vec();
     ends.sort();
     assert_eq!(ends, [("end", "first"), ("end", "second")]);
-    let first_begin = events
-        .iter()
-        .find(|e| e.body.kind().as_str() == "tool_call_begin")
-        .unwrap();
-    let last_end = events
-        .iter()
-        .rev()
-        .find(|e| e.body.kind().as_str() == "tool_call_end")
-        .unwrap();
-    let elapsed = humantime::parse_rfc3339(&last_end.time)
-        .unwrap()
-        .duration_since(humantime::parse_rfc3339(&first_begin.time).unwrap())
-        .unwrap();
-    assert!(
-        elapsed < Duration::from_millis(500),
-        "two 300 ms calls took {elapsed:?} together"
-    );
     // The model reads the results in the order it asked for them.
     assert_eq!(
         tool_results(Wire::OpenAi, &fake.requests()[1].body),
         [
-            ("first".to_string(), "slept".to_string()),
-            ("second".to_string(), "slept".to_string())
+            ("first".to_string(), gate_output("first")),
+            ("second".to_string(), gate_output("second"))
         ]
     );
 }

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod bench;
 pub mod fake_model;
+pub mod gate;
 pub mod plugin_log;
 pub mod scaffold;
 pub mod server;
