@@ -35,7 +35,9 @@ use crate::llm::{Chain, ToolDef, Usage};
 use crate::plugin::Plugins;
 use crate::plugin::catalog::{Catalog, PluginChange};
 use crate::plugin::watch::WatchHandle;
-use crate::protocol::{EventBody, PluginFailed, PluginLoaded, PluginUnloaded, TurnStatus};
+use crate::protocol::{
+    EventBody, PluginFailed, PluginLoaded, PluginUnloaded, TurnErrorKind, TurnStatus,
+};
 use crate::store::Store;
 
 /// How turns run.
@@ -83,6 +85,8 @@ pub struct TurnOutcome {
     pub turn_id: String,
     pub status: TurnStatus,
     pub reason: String,
+    /// For `error`: what kind of failure.
+    pub error_kind: Option<TurnErrorKind>,
     pub answer: Option<String>,
     pub iterations: u32,
     pub usage: Usage,

@@ -400,6 +400,7 @@ impl Turn {
             turn_id: self.id.clone(),
             status,
             reason,
+            error_kind: None,
             answer,
             iterations: self.iterations,
             usage: self.usage,
@@ -425,7 +426,7 @@ impl Turn {
         self.publish(EventBody::TurnEnd(TurnEnd {
             status: outcome.status,
             reason: outcome.reason.clone(),
-            error_kind: None,
+            error_kind: outcome.error_kind,
             iterations: outcome.iterations,
             usage: outcome.usage,
             answer: outcome.answer.clone(),
@@ -444,6 +445,7 @@ pub(crate) fn panicked(agent: &Agent, control: &TurnControl, error: &str) -> Tur
         turn_id: control.id.clone(),
         status: TurnStatus::Error,
         reason: format!("the turn failed inside the host: {error}"),
+        error_kind: Some(TurnErrorKind::Internal),
         answer: None,
         iterations: 0,
         usage: Usage::default(),
@@ -453,7 +455,7 @@ pub(crate) fn panicked(agent: &Agent, control: &TurnControl, error: &str) -> Tur
         EventBody::TurnEnd(TurnEnd {
             status: outcome.status,
             reason: outcome.reason.clone(),
-            error_kind: Some(TurnErrorKind::Internal),
+            error_kind: outcome.error_kind,
             iterations: 0,
             usage: outcome.usage,
             answer: None,
