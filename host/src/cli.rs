@@ -17,7 +17,7 @@ use clap::{Parser, Subcommand};
 
 use crate::home::Home;
 use crate::plugin::cache::{Compiler, LoadLimits};
-use crate::plugin::secrets::Secrets;
+use crate::plugin::policy::secrets::Secrets;
 use crate::plugin::{Runtime, RuntimeConfig};
 
 #[derive(Parser, Debug)]

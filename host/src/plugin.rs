@@ -8,11 +8,11 @@
 //!
 //! - [`bindings`]: the host side of the WIT contract, generated once.
 //! - [`error`]: [`ToolError`], the failure a tool call gives the model.
+//! - [`units`]: sizes and durations in words, for every message.
+//! - [`policy`]: the operator's grants (`NAME.toml`): directories,
+//!   environment, limits, hook settings, network, secrets, protected paths.
 //! - [`engine`]: the one wasmtime engine (pooling allocator, epoch ticker).
 //! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
-//! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
-//! - [`protected`]: the host's own paths, which no directory grant reaches.
-//! - [`env_grant`]: the environment variables a grant may pass through.
 //! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
 //! - [`descriptors`]: host descriptors held for calls, bounded per call and host-wide.
 //! - [`host_memory`]: what the host holds for a call (HTTP objects), counted against its memory limit.
@@ -23,11 +23,10 @@
 //! - [`catalog`]: the loaded plugin set and which plugin owns which tool.
 //! - [`call`]: one tool call, from arguments to result or [`ToolError`].
 //! - [`subscriptions`]: the points a hook plugin hooks.
-//! - [`hook_settings`]: a hook plugin's budget and fail modes, from its grants.
 //! - [`hook_call`]: one hook call in a fresh instance.
 //! - [`hook_view`]: what a hook is shown: its input cut to fit its budget.
-//! - [`network`], [`http`], [`secrets`]: `wasi:http` behind each plugin's
-//!   allow-list, with the operator's credentials added by the host.
+//! - [`http`]: `wasi:http` behind each plugin's allow-list, with the
+//!   operator's credentials added by the host.
 //! - [`spawn`]: `agent.spawn-subturn`, a plugin's way to start a sub-agent.
 //! - [`watch`]: picking up files added, replaced or removed while running.
 
@@ -37,29 +36,25 @@ pub mod call;
 pub mod catalog;
 pub mod descriptors;
 pub mod engine;
-pub mod env_grant;
 pub mod error;
-pub mod grants;
 pub mod hook_call;
-pub mod hook_settings;
 pub mod hook_view;
 pub mod host_memory;
 pub mod http;
 pub mod loader;
-pub mod network;
 pub mod output;
+pub mod policy;
 pub mod pool;
-pub mod protected;
 pub mod sandbox;
-pub mod secrets;
 pub mod spawn;
 pub mod subscriptions;
 pub mod tools;
+pub mod units;
 pub mod watch;
 
 pub use call::CallContext;
 pub use catalog::{Catalog, PluginStatus, Plugins};
 pub use engine::{Runtime, RuntimeConfig};
 pub use error::{ErrorKind, ToolError};
-pub use grants::{Grants, Limits};
+pub use policy::grants::{Grants, Limits};
 pub use subscriptions::{HookPoint, Subscription};

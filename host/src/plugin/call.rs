@@ -2,15 +2,16 @@
 //! fails.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::error::{ErrorKind, ToolError};
-use super::grants::Limits;
 use super::loader::{Plugin, wasm_error_chain};
+use super::policy::grants::Limits;
 use super::pool;
 use super::sandbox::{Breach, Capabilities, Deadline, MAX_RESOURCES, PluginState, new_store};
 use super::spawn::{SpawnAccess, SubTurnSpawner};
+use super::units::{duration, size};
 
 /// Who is calling: passed to the plugin as its `call-context`.
 #[derive(Debug, Clone, Default)]
@@ -262,47 +263,9 @@ fn is_pool_exhausted(error: &wasmtime::Error) -> bool {
         .any(|c| c.is::<wasmtime::PoolConcurrencyLimitError>())
 }
 
-/// `64 MiB`, `2 KiB`, `2000 bytes`: exact, in the largest whole unit.
-pub fn size(bytes: u64) -> String {
-    const KIB: u64 = 1024;
-    const MIB: u64 = KIB * 1024;
-    match bytes {
-        b if b >= MIB && b.is_multiple_of(MIB) => format!("{} MiB", b / MIB),
-        b if b >= KIB && b.is_multiple_of(KIB) => format!("{} KiB", b / KIB),
-        b => format!("{b} bytes"),
-    }
-}
-
-/// `30 s`, `250 ms` (to the nearest millisecond).
-pub fn duration(d: Duration) -> String {
-    let ms = (d.as_micros() + 500) / 1000;
-    if ms.is_multiple_of(1000) {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{ms} ms")
-    }
-}
-
 fn unix_ms(deadline: Instant) -> u64 {
     let remaining = deadline.saturating_duration_since(Instant::now());
     (SystemTime::now() + remaining)
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_durations_read_well() {
-        assert_eq!(size(64 << 20), "64 MiB");
-        assert_eq!(size(100 << 20), "100 MiB");
-        assert_eq!(size(1536), "1536 bytes");
-        assert_eq!(size((1 << 20) + 1), "1048577 bytes");
-        assert_eq!(size(3 << 19), "1536 KiB");
-        assert_eq!(size(12), "12 bytes");
-        assert_eq!(duration(Duration::from_secs(30)), "30 s");
-        assert_eq!(duration(Duration::from_millis(250)), "250 ms");
-    }
 }

@@ -23,8 +23,8 @@ use serde::Serialize;
 use super::call::CallContext;
 use super::engine::Runtime;
 use super::error::{ErrorKind, ToolError};
-use super::grants::Grants;
 use super::loader::{Plugin, PluginInfo, load, plugin_name};
+use super::policy::grants::Grants;
 use super::tools::Tool;
 
 /// One file of the plugin directory.

@@ -21,10 +21,10 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use super::bindings::ToolAndHookPlugin;
 use super::cache::{CompileCache, Compiler, LoadLimits};
 use super::descriptors::DescriptorBudget;
-use super::grants::MAX_MEMORY_MIB;
-use super::protected::Protected;
+use super::policy::fields::MAX_MEMORY_MIB;
+use super::policy::protected::Protected;
+use super::policy::secrets::Secrets;
 use super::sandbox::PluginState;
-use super::secrets::Secrets;
 
 /// How often the epoch advances; a call's deadline is checked at each tick,
 /// so a runaway guest is stopped at most this late.

@@ -7,15 +7,16 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::bindings::wit_hooks as wit;
-use super::call::{CallContext, describe_failure, size, wit_context};
+use super::call::{CallContext, describe_failure, wit_context};
 use super::error::ToolError;
-use super::grants::Limits;
-use super::hook_settings::FailMode;
 use super::hook_view::{Cuts, INPUT_SHARE, RestoreTooLarge, TooLarge, input_bound};
 use super::loader::Plugin;
+use super::policy::grants::Limits;
+use super::policy::hook_settings::FailMode;
 use super::pool;
 use super::sandbox::{Capabilities, Deadline, new_store};
 use super::subscriptions::HookPoint;
+use super::units::size;
 
 pub use wit::{LlmDecision, ResultDecision, ToolDecision};
 

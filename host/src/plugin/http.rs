@@ -30,11 +30,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::call::{duration, size};
 use super::descriptors::DescriptorBudget;
 use super::host_memory::{BODY_CHUNK, CallMemory, Charge};
-use super::network::{NetworkGrant, internal_address};
-use super::secrets::Secrets;
+use super::policy::network::{NetworkGrant, internal_address};
+use super::policy::secrets::Secrets;
+use super::units::{duration, size};
 
 /// How long the host waits for a name to resolve.
 const DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -19,14 +19,15 @@ use wasmtime::component::{Component, InstancePre};
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::bindings::{HOOKS_EXPORT, TOOL_EXPORT, WIT_PACKAGE, WIT_VERSION, wit_hooks, wit_tool};
 use super::cache::CacheOutcome;
-use super::call::{describe_failure, size};
+use super::call::describe_failure;
 use super::engine::Runtime;
-use super::grants::Grants;
+use super::policy::grants::Grants;
+use super::policy::protected::Protected;
 use super::pool;
-use super::protected::Protected;
 use super::sandbox::{Capabilities, Deadline, PluginState, new_store};
 use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
+use super::units::size;
 
 /// The most time instantiation plus `list-tools` may take at load, whatever
 /// the plugin's own limit: one slow plugin must not hold up the others.

@@ -16,11 +16,11 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::descriptors::{CallDescriptors, DescriptorBudget};
-use super::grants::{DirMode, Grants, Limits};
 use super::host_memory::{CallCharges, CallMemory};
 use super::http::NetworkAccess;
 use super::output::{CallLog, GuestOutput};
-use super::secrets::Secrets;
+use super::policy::grants::{DirMode, Grants, Limits};
+use super::policy::secrets::Secrets;
 
 /// The data of one call's store.
 pub struct PluginState {
