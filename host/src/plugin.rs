@@ -31,22 +31,26 @@
 //! - [`watch`]: picking up files added, replaced or removed while running.
 
 pub mod bindings;
-pub mod cache;
 pub mod call;
 pub mod catalog;
-pub mod descriptors;
-pub mod engine;
 pub mod error;
 pub mod hook_call;
+pub mod host {
+    pub mod agent;
+    pub mod http;
+}
 pub mod hook_view;
-pub mod host_memory;
-pub mod http;
 pub mod loader;
-pub mod output;
 pub mod policy;
-pub mod pool;
-pub mod sandbox;
-pub mod spawn;
+pub mod sandbox {
+    pub mod cache;
+    pub mod descriptors;
+    pub mod engine;
+    pub mod host_memory;
+    pub mod output;
+    pub mod pool;
+    pub mod state;
+}
 pub mod subscriptions;
 pub mod tools;
 pub mod units;
@@ -54,7 +58,7 @@ pub mod watch;
 
 pub use call::CallContext;
 pub use catalog::{Catalog, PluginStatus, Plugins};
-pub use engine::{Runtime, RuntimeConfig};
 pub use error::{ErrorKind, ToolError};
 pub use policy::grants::{Grants, Limits};
+pub use sandbox::engine::{Runtime, RuntimeConfig};
 pub use subscriptions::{HookPoint, Subscription};

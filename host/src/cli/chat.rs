@@ -22,7 +22,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::agent::{AgentArgs, session_key, start};
 use crate::bus::{Delivery, Filter, Received};
 use crate::home::Home;
-use crate::plugin::cache::LoadLimits;
+use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnStatus};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 

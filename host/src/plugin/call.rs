@@ -6,11 +6,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::error::{ErrorKind, ToolError};
+use super::host::agent::{SpawnAccess, SubTurnSpawner};
 use super::loader::{Plugin, wasm_error_chain};
 use super::policy::grants::Limits;
-use super::pool;
-use super::sandbox::{Breach, Capabilities, Deadline, MAX_RESOURCES, PluginState, new_store};
-use super::spawn::{SpawnAccess, SubTurnSpawner};
+use super::sandbox::pool;
+use super::sandbox::state::{
+    Breach, Capabilities, Deadline, MAX_RESOURCES, PluginState, new_store,
+};
 use super::units::{duration, size};
 
 /// Who is calling: passed to the plugin as its `call-context`.

@@ -21,10 +21,10 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::call::CallContext;
-use super::engine::Runtime;
 use super::error::{ErrorKind, ToolError};
 use super::loader::{Plugin, PluginInfo, load, plugin_name};
 use super::policy::grants::Grants;
+use super::sandbox::engine::Runtime;
 use super::tools::Tool;
 
 /// One file of the plugin directory.

@@ -13,8 +13,8 @@ use super::hook_view::{Cuts, INPUT_SHARE, RestoreTooLarge, TooLarge, input_bound
 use super::loader::Plugin;
 use super::policy::grants::Limits;
 use super::policy::hook_settings::FailMode;
-use super::pool;
-use super::sandbox::{Capabilities, Deadline, new_store};
+use super::sandbox::pool;
+use super::sandbox::state::{Capabilities, Deadline, new_store};
 use super::subscriptions::HookPoint;
 use super::units::size;
 

@@ -18,13 +18,13 @@ use wasmtime::component::{Component, InstancePre};
 
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::bindings::{HOOKS_EXPORT, TOOL_EXPORT, WIT_PACKAGE, WIT_VERSION, wit_hooks, wit_tool};
-use super::cache::CacheOutcome;
 use super::call::describe_failure;
-use super::engine::Runtime;
 use super::policy::grants::Grants;
 use super::policy::protected::Protected;
-use super::pool;
-use super::sandbox::{Capabilities, Deadline, PluginState, new_store};
+use super::sandbox::cache::CacheOutcome;
+use super::sandbox::engine::Runtime;
+use super::sandbox::pool;
+use super::sandbox::state::{Capabilities, Deadline, PluginState, new_store};
 use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
 use super::units::size;

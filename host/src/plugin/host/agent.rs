@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::bindings::wasmclaw::plugin::agent::{Host, SubturnRequest};
-use super::bindings::wasmclaw::plugin::types::PluginError;
-use super::error::{ErrorKind, ToolError};
-use super::sandbox::PluginState;
+use crate::plugin::bindings::wasmclaw::plugin::agent::{Host, SubturnRequest};
+use crate::plugin::bindings::wasmclaw::plugin::types::PluginError;
+use crate::plugin::error::{ErrorKind, ToolError};
+use crate::plugin::sandbox::state::PluginState;
 use crate::protocol::SubTurnRequest;
 
 /// Runs a child of the turn that made a tool call. One is handed to each

@@ -40,7 +40,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
     self, DescriptorFlags, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
 };
 
-use super::sandbox::PluginState;
+use super::state::PluginState;
 
 /// The `wasi:filesystem/types` instance of the linked WASI version; every
 /// 0.2.x a guest imports resolves to it.

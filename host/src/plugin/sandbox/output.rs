@@ -18,8 +18,8 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-use super::bindings::wasmclaw::plugin::log::{self, Level};
-use super::sandbox::PluginState;
+use super::state::PluginState;
+use crate::plugin::bindings::wasmclaw::plugin::log::{self, Level};
 
 /// Longest line kept; the rest is cut.
 const MAX_LINE: usize = 4096;

@@ -22,7 +22,7 @@
 //! linear memory past the limit does; an answer over it is refused, like
 //! one over `network.max_response_kib`. How many objects a call holds at
 //! once is bounded by the size of its resource table (see
-//! [`super::sandbox`]).
+//! [`super::state`]).
 //!
 //! The header functions and the body constructors of `wasi:http/types` are
 //! replaced in the linker by wrappers that charge first, then call
@@ -41,7 +41,7 @@ use wasmtime_wasi_http::p2::types::{HostOutgoingRequest, HostOutgoingResponse};
 
 use wasmtime_wasi_http::WasiHttpView;
 
-use super::sandbox::PluginState;
+use super::state::PluginState;
 
 /// The `wasi:http/types` instance of the linked version; every 0.2.x a
 /// guest imports resolves to it.

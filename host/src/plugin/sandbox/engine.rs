@@ -18,13 +18,13 @@ use anyhow::Result;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::ToolAndHookPlugin;
 use super::cache::{CompileCache, Compiler, LoadLimits};
 use super::descriptors::DescriptorBudget;
-use super::policy::fields::MAX_MEMORY_MIB;
-use super::policy::protected::Protected;
-use super::policy::secrets::Secrets;
-use super::sandbox::PluginState;
+use super::state::PluginState;
+use crate::plugin::bindings::ToolAndHookPlugin;
+use crate::plugin::policy::fields::MAX_MEMORY_MIB;
+use crate::plugin::policy::protected::Protected;
+use crate::plugin::policy::secrets::Secrets;
 
 /// How often the epoch advances; a call's deadline is checked at each tick,
 /// so a runaway guest is stopped at most this late.

@@ -3,7 +3,7 @@
 //!
 //! For each request, in order:
 //! 1. the call has requests left (`max_requests`), and the host a
-//!    descriptor for it (see [`super::descriptors`]), held until the
+//!    descriptor for it (see [`crate::plugin::sandbox::descriptors`]), held until the
 //!    response is read;
 //! 2. its origin (`scheme://host:port`) is in the allow-list;
 //! 3. the host resolves the name itself; every address must be public,
@@ -18,7 +18,7 @@
 //!    and every credential value in it is replaced before the guest sees it;
 //! 7. the request body while it is sent, and the answer until the guest lets
 //!    go of it, count against the call's memory limit (see
-//!    [`super::host_memory`]).
+//!    [`crate::plugin::sandbox::host_memory`]).
 //!
 //! A refusal reaches the guest as `error-code.internal-error` with the
 //! host's reason, which names the plugin and the origin.
@@ -30,11 +30,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::descriptors::DescriptorBudget;
-use super::host_memory::{BODY_CHUNK, CallMemory, Charge};
-use super::policy::network::{NetworkGrant, internal_address};
-use super::policy::secrets::Secrets;
-use super::units::{duration, size};
+use crate::plugin::policy::network::{NetworkGrant, internal_address};
+use crate::plugin::policy::secrets::Secrets;
+use crate::plugin::sandbox::descriptors::DescriptorBudget;
+use crate::plugin::sandbox::host_memory::{BODY_CHUNK, CallMemory, Charge};
+use crate::plugin::units::{duration, size};
 
 /// How long the host waits for a name to resolve.
 const DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -17,23 +17,23 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::descriptors::{CallDescriptors, DescriptorBudget};
 use super::host_memory::{CallCharges, CallMemory};
-use super::http::NetworkAccess;
 use super::output::{CallLog, GuestOutput};
-use super::policy::grants::{DirMode, Grants, Limits};
-use super::policy::secrets::Secrets;
+use crate::plugin::host::http::NetworkAccess;
+use crate::plugin::policy::grants::{DirMode, Grants, Limits};
+use crate::plugin::policy::secrets::Secrets;
 
 /// The data of one call's store.
 pub struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryLimiter,
-    pub(super) log: Arc<CallLog>,
-    pub(super) deadline: Deadline,
+    pub(in crate::plugin) log: Arc<CallLog>,
+    pub(in crate::plugin) deadline: Deadline,
     timed_out: bool,
     /// What `agent.spawn-subturn` may do in this call.
-    pub(super) spawn: super::spawn::SpawnAccess,
+    pub(in crate::plugin) spawn: crate::plugin::host::agent::SpawnAccess,
     /// What `config.get` returns: the plugin's `[config]` as JSON.
-    pub(super) config: Arc<str>,
+    pub(in crate::plugin) config: Arc<str>,
     http: WasiHttpCtx,
     /// Where `wasi:http` requests may go.
     network: NetworkAccess,
@@ -151,16 +151,16 @@ impl WasiHttpView for PluginState {
 }
 
 impl PluginState {
-    pub(super) fn memory(&self) -> Arc<CallMemory> {
+    pub(in crate::plugin) fn memory(&self) -> Arc<CallMemory> {
         self.memory.clone()
     }
 
-    pub(super) fn charges(&mut self) -> &mut CallCharges {
+    pub(in crate::plugin) fn charges(&mut self) -> &mut CallCharges {
         &mut self.charges
     }
 
     /// The call's filesystem, and the count of what it has open.
-    pub(super) fn filesystem_and_descriptors(
+    pub(in crate::plugin) fn filesystem_and_descriptors(
         &mut self,
     ) -> (
         wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
@@ -178,9 +178,9 @@ impl PluginState {
 
 /// The shared types interface has no functions; the bindings still ask for
 /// its (empty) host trait.
-impl super::bindings::wasmclaw::plugin::types::Host for PluginState {}
+impl crate::plugin::bindings::wasmclaw::plugin::types::Host for PluginState {}
 
-impl super::bindings::wasmclaw::plugin::config::Host for PluginState {
+impl crate::plugin::bindings::wasmclaw::plugin::config::Host for PluginState {
     fn get(&mut self) -> wasmtime::Result<String> {
         Ok(self.config.to_string())
     }
@@ -327,7 +327,7 @@ pub fn new_store(
 /// this stops one that waits past it inside a host call (a WASI sleep or
 /// poll), by dropping the call, which unwinds the guest's stack. Called on
 /// the plugin pool, through [`super::pool::call_guest`].
-pub(super) async fn until_deadline<T>(
+pub(in crate::plugin) async fn until_deadline<T>(
     store: &mut Store<PluginState>,
     call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
 ) -> wasmtime::Result<T> {
