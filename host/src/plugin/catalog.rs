@@ -24,7 +24,7 @@ use super::call::CallContext;
 use super::error::{ErrorKind, ToolError};
 use super::loader::{Plugin, PluginInfo, load, plugin_name};
 use super::policy::grants::Grants;
-use super::sandbox::engine::Runtime;
+use super::runtime::Runtime;
 use super::tools::Tool;
 
 /// One file of the plugin directory.

@@ -7,14 +7,16 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::bindings::wit_hooks as wit;
-use super::call::{CallContext, describe_failure, wit_context};
+use super::call::{CallContext, wit_context};
 use super::error::ToolError;
 use super::hook_view::{Cuts, INPUT_SHARE, RestoreTooLarge, TooLarge, input_bound};
 use super::loader::Plugin;
 use super::policy::grants::Limits;
 use super::policy::hook_settings::FailMode;
+use super::sandbox::deadline::Deadline;
+use super::sandbox::failure::describe_failure;
 use super::sandbox::pool;
-use super::sandbox::state::{Capabilities, Deadline, new_store};
+use super::sandbox::state::{Capabilities, new_store};
 use super::subscriptions::HookPoint;
 use super::units::size;
 

@@ -18,13 +18,15 @@ use wasmtime::component::{Component, InstancePre};
 
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::bindings::{HOOKS_EXPORT, TOOL_EXPORT, WIT_PACKAGE, WIT_VERSION, wit_hooks, wit_tool};
-use super::call::describe_failure;
+use super::error::wasm_error_chain;
 use super::policy::grants::Grants;
 use super::policy::protected::Protected;
+use super::runtime::Runtime;
 use super::sandbox::cache::CacheOutcome;
-use super::sandbox::engine::Runtime;
+use super::sandbox::deadline::Deadline;
+use super::sandbox::failure::describe_failure;
 use super::sandbox::pool;
-use super::sandbox::state::{Capabilities, Deadline, PluginState, new_store};
+use super::sandbox::state::{Capabilities, PluginState, new_store};
 use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
 use super::units::size;
@@ -424,11 +426,6 @@ fn link_error(e: &wasmtime::Error) -> String {
         "an import does not match what this host provides (was it built against a changed copy of the WIT?): {}",
         wasm_error_chain(e)
     )
-}
-
-pub(super) fn wasm_error_chain(e: &wasmtime::Error) -> String {
-    let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    chain.join(": ")
 }
 
 fn error_chain(e: &anyhow::Error) -> String {

@@ -1,4 +1,4 @@
-//! `wasi:http` for plugins: every outgoing request passes the plugin's
+//! `wasi:http/outgoing-handler`: every outgoing request passes the plugin's
 //! network grant before the host sends it.
 //!
 //! For each request, in order:
@@ -32,7 +32,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::plugin::policy::network::{NetworkGrant, internal_address};
 use crate::plugin::policy::secrets::Secrets;
-use crate::plugin::sandbox::descriptors::DescriptorBudget;
+use crate::plugin::sandbox::access::NetworkAccess;
 use crate::plugin::sandbox::host_memory::{BODY_CHUNK, CallMemory, Charge};
 use crate::plugin::units::{duration, size};
 
@@ -41,35 +41,6 @@ const DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What replaces a credential's value in a response.
 const SCRUBBED: &[u8] = b"[REDACTED]";
-
-/// One call's network access: the plugin's grant and what it has used.
-pub struct NetworkAccess {
-    plugin: Arc<str>,
-    grant: Arc<NetworkGrant>,
-    secrets: Arc<Secrets>,
-    descriptors: Arc<DescriptorBudget>,
-    memory: Arc<CallMemory>,
-    sent: u32,
-}
-
-impl NetworkAccess {
-    pub fn new(
-        plugin: Arc<str>,
-        grant: Arc<NetworkGrant>,
-        secrets: Arc<Secrets>,
-        descriptors: Arc<DescriptorBudget>,
-        memory: Arc<CallMemory>,
-    ) -> Self {
-        NetworkAccess {
-            plugin,
-            grant,
-            secrets,
-            descriptors,
-            memory,
-            sent: 0,
-        }
-    }
-}
 
 type Sent = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type Answer = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent), Error>> + Send>;

@@ -105,7 +105,7 @@ pub struct Limits {
     /// Lines the call may write through `log`, stdout and stderr together.
     pub log_lines: u32,
     /// Files and directories the call may have open at once (see
-    /// `plugin::descriptors`).
+    /// `plugin::sandbox::descriptors`).
     pub open_files: usize,
 }
 
