@@ -12,7 +12,7 @@ use super::sandbox::deadline::Deadline;
 use super::sandbox::failure::{describe_failure, is_pool_exhausted};
 use super::sandbox::limits::Breach;
 use super::sandbox::pool;
-use super::sandbox::state::{Capabilities, PluginState, new_store};
+use super::sandbox::state::PluginState;
 use super::units::size;
 
 /// Who is calling: passed to the plugin as its `call-context`.
@@ -149,30 +149,26 @@ impl Plugin {
     ) -> Result<(wasmtime::Store<PluginState>, Deadline), ToolError> {
         let limits = &self.grants.limits;
         let deadline = Deadline::new(limits.timeout, ctx.deadline);
-        let mut store = new_store(
-            self.runtime.engine(),
-            &self.name,
-            limits,
-            Capabilities::Granted(
+        let store = PluginState::builder(&self.name, limits, deadline.clone())
+            .granted(
                 &self.grants,
                 self.runtime.secrets(),
                 self.runtime.descriptors(),
-            ),
-            deadline.clone(),
-        )
-        .map_err(|e| {
-            ToolError::new(
-                ErrorKind::Internal,
-                format!("plugin '{}' could not start: {e:#}", self.name),
             )
-        })?;
-        store.data_mut().spawn = SpawnAccess {
-            plugin: self.name.to_string(),
-            granted: self.grants.spawn_subturn,
-            // Children run with the turns, not on the plugin pool.
-            spawner: ctx.spawner.as_ref().map(|s| pool::on_caller(s.0.clone())),
-        };
-        store.data_mut().config = self.grants.config_json.clone();
+            .spawn(SpawnAccess {
+                plugin: self.name.to_string(),
+                granted: self.grants.spawn_subturn,
+                // Children run with the turns, not on the plugin pool.
+                spawner: ctx.spawner.as_ref().map(|s| pool::on_caller(s.0.clone())),
+            })
+            .config(self.grants.config_json.clone())
+            .build(self.runtime.engine())
+            .map_err(|e| {
+                ToolError::new(
+                    ErrorKind::Internal,
+                    format!("plugin '{}' could not start: {e:#}", self.name),
+                )
+            })?;
         Ok((store, deadline))
     }
 }

@@ -16,7 +16,7 @@ use super::policy::hook_settings::FailMode;
 use super::sandbox::deadline::Deadline;
 use super::sandbox::failure::describe_failure;
 use super::sandbox::pool;
-use super::sandbox::state::{Capabilities, new_store};
+use super::sandbox::state::PluginState;
 use super::subscriptions::HookPoint;
 use super::units::size;
 
@@ -112,19 +112,15 @@ impl Plugin {
             ..self.grants.limits.clone()
         };
         let deadline = Deadline::new(limits.timeout, ctx.deadline);
-        let mut store = new_store(
-            self.runtime.engine(),
-            &self.name,
-            &limits,
-            Capabilities::Granted(
+        let store = PluginState::builder(&self.name, &limits, deadline.clone())
+            .granted(
                 &self.grants,
                 self.runtime.secrets(),
                 self.runtime.descriptors(),
-            ),
-            deadline.clone(),
-        )
-        .map_err(|e| format!("plugin '{}' could not start: {e:#}", self.name))?;
-        store.data_mut().config = self.grants.config_json.clone();
+            )
+            .config(self.grants.config_json.clone())
+            .build(self.runtime.engine())
+            .map_err(|e| format!("plugin '{}' could not start: {e:#}", self.name))?;
         let wit_ctx = wit_context(ctx, &deadline);
         let (plugin, input) = (self.clone(), OwnedInput::from(input));
         let (store, outcome) = pool::call_guest(

@@ -26,7 +26,7 @@ use super::sandbox::cache::CacheOutcome;
 use super::sandbox::deadline::Deadline;
 use super::sandbox::failure::describe_failure;
 use super::sandbox::pool;
-use super::sandbox::state::{Capabilities, PluginState, new_store};
+use super::sandbox::state::PluginState;
 use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
 use super::units::size;
@@ -157,15 +157,10 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
 
     let (specs, subscriptions) = {
         let deadline = Deadline::new(grants.limits.timeout.min(LIST_TOOLS_TIME), None);
-        let mut store = new_store(
-            runtime.engine(),
-            &name,
-            &grants.limits,
-            Capabilities::None,
-            deadline,
-        )
-        .map_err(|e| format!("cannot create a store: {e:#}"))?;
-        store.data_mut().config = grants.config_json.clone();
+        let mut store = PluginState::builder(&name, &grants.limits, deadline)
+            .config(grants.config_json.clone())
+            .build(runtime.engine())
+            .map_err(|e| format!("cannot create a store: {e:#}"))?;
         let failed = |store: &wasmtime::Store<_>, what: &str, e: wasmtime::Error| {
             format!(
                 "{what} failed: {}",

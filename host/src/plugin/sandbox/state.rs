@@ -109,113 +109,185 @@ impl PluginState {
     }
 }
 
-/// What a new store may reach.
-pub enum Capabilities<'a> {
-    /// Nothing: used to call `list-tools` at load.
-    None,
-    /// What the grants name; credentials are looked up in `secrets`, and
-    /// descriptors are taken from the host-wide `budget`.
-    Granted(&'a Grants, &'a Arc<Secrets>, &'a Arc<DescriptorBudget>),
+/// What a store reaches when granted: what the grants name; credentials
+/// are looked up in `secrets`, and descriptors are taken from the host-wide
+/// `budget`.
+struct Granted<'a> {
+    grants: &'a Grants,
+    secrets: &'a Arc<Secrets>,
+    budget: &'a Arc<DescriptorBudget>,
 }
 
-/// A fresh store for one call of `plugin`, stopped at `deadline`.
-pub fn new_store(
-    engine: &Engine,
-    plugin: &Arc<str>,
-    limits: &Limits,
-    caps: Capabilities<'_>,
+/// Builds the store of one call: [`PluginState::builder`], the options,
+/// then [`StoreBuilder::build`]. Unless told otherwise the store reaches
+/// nothing (no directories, environment, network or descriptors: what
+/// `list-tools` is called with at load), may not start sub-agents, and its
+/// `config.get` answers `{}`.
+pub struct StoreBuilder<'a> {
+    plugin: &'a Arc<str>,
+    limits: &'a Limits,
     deadline: Deadline,
-) -> Result<Store<PluginState>> {
-    let log = Arc::new(CallLog::new(plugin.clone(), limits.log_lines));
-    let mut wasi = WasiCtxBuilder::new();
-    wasi.stdout(GuestOutput::stdout(log.clone()))
-        .stderr(GuestOutput::stderr(log.clone()))
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    let memory = CallMemory::new(limits.memory_bytes);
-    let (network, mut descriptors) = match caps {
-        Capabilities::Granted(grants, secrets, budget) => (
-            NetworkAccess::new(
-                plugin.clone(),
-                grants.network.clone(),
-                secrets.clone(),
-                budget.clone(),
-                memory.clone(),
-            ),
-            CallDescriptors::new(plugin.clone(), limits.open_files, budget.clone()),
-        ),
-        // Nothing to open, nowhere to send.
-        Capabilities::None => (
-            NetworkAccess::new(
-                plugin.clone(),
-                Arc::default(),
-                Arc::default(),
-                DescriptorBudget::new(0),
-                memory.clone(),
-            ),
-            CallDescriptors::new(plugin.clone(), 0, DescriptorBudget::new(0)),
-        ),
-    };
-    if let Capabilities::Granted(grants, _, _) = caps {
-        for name in &grants.env {
-            if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
-                wasi.env(name, value);
-            }
-        }
-        for dir in &grants.dirs {
-            // The grant was resolved at load; a directory swapped for a
-            // symlink since then must not widen it.
-            let now = dir.host.canonicalize().ok();
-            if now.as_deref() != Some(dir.host.as_path()) {
-                anyhow::bail!(
-                    "granted directory {} no longer resolves to itself (moved, removed or replaced by a link)",
-                    dir.host.display()
-                );
-            }
-            descriptors.preopen().map_err(anyhow::Error::msg)?;
-            let perms = match dir.mode {
-                DirMode::ReadOnly => FsPerms::ReadOnly,
-                DirMode::ReadWrite => FsPerms::ReadWrite,
-            };
-            wasi.preopened_dir(&dir.host, &dir.guest, perms)
-                .map_err(anyhow::Error::from)
-                .with_context(|| format!("opening granted directory {}", dir.host.display()))?;
+    granted: Option<Granted<'a>>,
+    spawn: SpawnAccess,
+    config: Arc<str>,
+}
+
+impl PluginState {
+    /// The builder of a fresh store for one call of `plugin`, within
+    /// `limits`, stopped at `deadline`.
+    pub fn builder<'a>(
+        plugin: &'a Arc<str>,
+        limits: &'a Limits,
+        deadline: Deadline,
+    ) -> StoreBuilder<'a> {
+        StoreBuilder {
+            plugin,
+            limits,
+            deadline,
+            granted: None,
+            spawn: SpawnAccess::default(),
+            config: "{}".into(),
         }
     }
+}
 
-    let state = PluginState {
-        wasi: wasi.build(),
-        table: {
-            let mut table = ResourceTable::new();
-            table.set_max_capacity(MAX_RESOURCES);
-            table
-        },
-        limiter: MemoryLimiter::new(memory.clone()),
-        log,
-        deadline,
-        timed_out: false,
-        spawn: Default::default(),
-        config: "{}".into(),
-        http: WasiHttpCtx::new(),
-        network,
-        descriptors,
-        memory,
-        charges: CallCharges::default(),
-    };
-    let mut store = Store::new(engine, state);
-    store.limiter(|s| &mut s.limiter);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|mut cx| {
-        let state = cx.data_mut();
-        if state.deadline.passed() {
-            state.timed_out = true;
-            return Err(wasmtime::Error::msg("deadline exceeded"));
+impl<'a> StoreBuilder<'a> {
+    /// The store reaches what `grants` name: its directories, environment
+    /// variables and network; credentials are looked up in `secrets`, and
+    /// descriptors are taken from the host-wide `budget`.
+    pub fn granted(
+        mut self,
+        grants: &'a Grants,
+        secrets: &'a Arc<Secrets>,
+        budget: &'a Arc<DescriptorBudget>,
+    ) -> Self {
+        self.granted = Some(Granted {
+            grants,
+            secrets,
+            budget,
+        });
+        self
+    }
+
+    /// What `agent.spawn-subturn` may do in the call.
+    pub fn spawn(mut self, spawn: SpawnAccess) -> Self {
+        self.spawn = spawn;
+        self
+    }
+
+    /// What `config.get` returns: the plugin's `[config]` as JSON.
+    pub fn config(mut self, config: Arc<str>) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The store, in `engine`. Fails when a granted directory cannot be
+    /// opened (or no longer resolves to itself), or the host-wide
+    /// descriptor budget has none left for it.
+    pub fn build(self, engine: &Engine) -> Result<Store<PluginState>> {
+        let StoreBuilder {
+            plugin,
+            limits,
+            deadline,
+            granted,
+            spawn,
+            config,
+        } = self;
+        let log = Arc::new(CallLog::new(plugin.clone(), limits.log_lines));
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(GuestOutput::stdout(log.clone()))
+            .stderr(GuestOutput::stderr(log.clone()))
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        let memory = CallMemory::new(limits.memory_bytes);
+        let (network, mut descriptors) = match &granted {
+            Some(Granted {
+                grants,
+                secrets,
+                budget,
+            }) => (
+                NetworkAccess::new(
+                    plugin.clone(),
+                    grants.network.clone(),
+                    (*secrets).clone(),
+                    (*budget).clone(),
+                    memory.clone(),
+                ),
+                CallDescriptors::new(plugin.clone(), limits.open_files, (*budget).clone()),
+            ),
+            // Nothing to open, nowhere to send.
+            None => (
+                NetworkAccess::new(
+                    plugin.clone(),
+                    Arc::default(),
+                    Arc::default(),
+                    DescriptorBudget::new(0),
+                    memory.clone(),
+                ),
+                CallDescriptors::new(plugin.clone(), 0, DescriptorBudget::new(0)),
+            ),
+        };
+        if let Some(Granted { grants, .. }) = &granted {
+            for name in &grants.env {
+                if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
+                    wasi.env(name, value);
+                }
+            }
+            for dir in &grants.dirs {
+                // The grant was resolved at load; a directory swapped for a
+                // symlink since then must not widen it.
+                let now = dir.host.canonicalize().ok();
+                if now.as_deref() != Some(dir.host.as_path()) {
+                    anyhow::bail!(
+                        "granted directory {} no longer resolves to itself (moved, removed or replaced by a link)",
+                        dir.host.display()
+                    );
+                }
+                descriptors.preopen().map_err(anyhow::Error::msg)?;
+                let perms = match dir.mode {
+                    DirMode::ReadOnly => FsPerms::ReadOnly,
+                    DirMode::ReadWrite => FsPerms::ReadWrite,
+                };
+                wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("opening granted directory {}", dir.host.display()))?;
+            }
         }
-        // Let other tasks on this thread run, then check again next tick.
-        Ok(UpdateDeadline::Yield(1))
-    });
-    Ok(store)
+
+        let state = PluginState {
+            wasi: wasi.build(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(MAX_RESOURCES);
+                table
+            },
+            limiter: MemoryLimiter::new(memory.clone()),
+            log,
+            deadline,
+            timed_out: false,
+            spawn,
+            config,
+            http: WasiHttpCtx::new(),
+            network,
+            descriptors,
+            memory,
+            charges: CallCharges::default(),
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|mut cx| {
+            let state = cx.data_mut();
+            if state.deadline.passed() {
+                state.timed_out = true;
+                return Err(wasmtime::Error::msg("deadline exceeded"));
+            }
+            // Let other tasks on this thread run, then check again next tick.
+            Ok(UpdateDeadline::Yield(1))
+        });
+        Ok(store)
+    }
 }
 
 /// Runs `call` (instantiation and the calls into the instance) until the
