@@ -16,8 +16,8 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::home::Home;
-use crate::plugin::cache::{Compiler, LoadLimits};
-use crate::plugin::secrets::Secrets;
+use crate::plugin::policy::secrets::Secrets;
+use crate::plugin::sandbox::cache::{Compiler, LoadLimits};
 use crate::plugin::{Runtime, RuntimeConfig};
 
 #[derive(Parser, Debug)]
@@ -115,15 +115,15 @@ pub struct LoadArgs {
     /// Largest plugin file loaded, in MiB; a larger one is refused before
     /// it is read.
     #[arg(long, global = true, env = "WASMCLAW_MAX_PLUGIN_MIB", value_name = "MIB",
-          default_value_t = crate::plugin::cache::MAX_PLUGIN_FILE >> 20)]
+          default_value_t = crate::plugin::sandbox::cache::MAX_PLUGIN_FILE >> 20)]
     pub max_plugin_mib: u64,
     /// Longest the compilation of one plugin may take.
     #[arg(long, global = true, env = "WASMCLAW_COMPILE_TIMEOUT", value_name = "SECONDS",
-          default_value_t = crate::plugin::cache::COMPILE_TIMEOUT.as_secs_f64())]
+          default_value_t = crate::plugin::sandbox::cache::COMPILE_TIMEOUT.as_secs_f64())]
     pub compile_timeout: f64,
     /// Memory the compilation of one plugin may take, in MiB.
     #[arg(long, global = true, env = "WASMCLAW_COMPILE_MEMORY_MIB", value_name = "MIB",
-          default_value_t = crate::plugin::cache::COMPILE_MEMORY >> 20)]
+          default_value_t = crate::plugin::sandbox::cache::COMPILE_MEMORY >> 20)]
     pub compile_memory_mib: u64,
 }
 
@@ -173,7 +173,7 @@ impl Cli {
                 memory_bytes,
                 max_input_bytes,
             } => {
-                crate::plugin::cache::compile_child(
+                crate::plugin::sandbox::cache::compile_child(
                     std::io::stdin().lock(),
                     &out,
                     memory_bytes,

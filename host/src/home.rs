@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 pub use lock::{HomeLock, HomeLockError};
 
-use crate::plugin::protected::Protected;
+use crate::plugin::policy::protected::Protected;
 
 /// What the name of every environment variable wasmclaw reads starts with
 /// (`WASMCLAW_HOME`, `WASMCLAW_MODEL`, `WASMCLAW_API_TOKEN`, the secrets'

@@ -6,60 +6,57 @@
 //! it once, and runs every tool call in a fresh `Store` with its own limits and
 //! only the capabilities the grants name.
 //!
+//! The folders, from the bottom up (each depends only on those above it,
+//! and on the contract files at the top level):
+//!
+//! - [`policy`]: the operator's grants (`NAME.toml`): directories,
+//!   environment, limits, hook settings, network allow-lists, secrets, the
+//!   host's protected paths. Plain data and its checks.
+//! - [`sandbox`]: where guest code runs and what bounds it: the engine, the
+//!   compile cache, the per-call store ([`sandbox::state::PluginState`]) with
+//!   its limits and deadline, the pool of guest threads, descriptors and host
+//!   memory counted per call, and why a call stopped.
+//! - [`host`]: the host side of each import, one file per interface
+//!   (`wasmclaw:plugin/*`, `wasi:filesystem/types`, `wasi:http`), acting on
+//!   the store the sandbox made.
+//!
+//! At the top level, the contract, which all of the folders may use:
+//!
 //! - [`bindings`]: the host side of the WIT contract, generated once.
 //! - [`error`]: [`ToolError`], the failure a tool call gives the model.
-//! - [`engine`]: the one wasmtime engine (pooling allocator, epoch ticker).
-//! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
-//! - [`grants`]: the `NAME.toml` sidecar: directories, environment, limits.
-//! - [`protected`]: the host's own paths, which no directory grant reaches.
-//! - [`env_grant`]: the environment variables a grant may pass through.
-//! - [`sandbox`]: the per-call store: WASI context, limits, breach tracking.
-//! - [`descriptors`]: host descriptors held for calls, bounded per call and host-wide.
-//! - [`host_memory`]: what the host holds for a call (HTTP objects), counted against its memory limit.
-//! - [`pool`]: the threads guest code runs on, apart from the host's runtime.
-//! - [`output`]: the guest's log, stdout and stderr, into the host log, line-budgeted.
-//! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
+//! - [`units`]: sizes and durations in words, for every message.
 //! - [`tools`]: tool specs: name rules, schemas, argument validation.
+//! - [`subscriptions`]: the points a hook plugin hooks.
+//!
+//! and what puts the folders together, which nothing in them uses:
+//!
+//! - [`runtime`]: what all plugins share: engine, linker, compile cache.
+//! - [`loader`]: turning one file into a [`loader::Plugin`], or a plain-words error.
 //! - [`catalog`]: the loaded plugin set and which plugin owns which tool.
 //! - [`call`]: one tool call, from arguments to result or [`ToolError`].
-//! - [`subscriptions`]: the points a hook plugin hooks.
-//! - [`hook_settings`]: a hook plugin's budget and fail modes, from its grants.
 //! - [`hook_call`]: one hook call in a fresh instance.
 //! - [`hook_view`]: what a hook is shown: its input cut to fit its budget.
-//! - [`network`], [`http`], [`secrets`]: `wasi:http` behind each plugin's
-//!   allow-list, with the operator's credentials added by the host.
-//! - [`spawn`]: `agent.spawn-subturn`, a plugin's way to start a sub-agent.
 //! - [`watch`]: picking up files added, replaced or removed while running.
 
 pub mod bindings;
-pub mod cache;
 pub mod call;
 pub mod catalog;
-pub mod descriptors;
-pub mod engine;
-pub mod env_grant;
 pub mod error;
-pub mod grants;
 pub mod hook_call;
-pub mod hook_settings;
 pub mod hook_view;
-pub mod host_memory;
-pub mod http;
+pub mod host;
 pub mod loader;
-pub mod network;
-pub mod output;
-pub mod pool;
-pub mod protected;
+pub mod policy;
+pub mod runtime;
 pub mod sandbox;
-pub mod secrets;
-pub mod spawn;
 pub mod subscriptions;
 pub mod tools;
+pub mod units;
 pub mod watch;
 
 pub use call::CallContext;
 pub use catalog::{Catalog, PluginStatus, Plugins};
-pub use engine::{Runtime, RuntimeConfig};
 pub use error::{ErrorKind, ToolError};
-pub use grants::{Grants, Limits};
+pub use policy::grants::{Grants, Limits};
+pub use runtime::{Runtime, RuntimeConfig};
 pub use subscriptions::{HookPoint, Subscription};

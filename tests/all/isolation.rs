@@ -53,7 +53,7 @@ async fn looping_plugins_run_on_the_plugin_pool_not_on_the_turns_runtime() {
         .expect("looper loaded");
     let held = Arc::strong_count(&looper);
 
-    let loops = 2 * wasmclaw::plugin::pool::threads();
+    let loops = 2 * wasmclaw::plugin::sandbox::pool::threads();
     let calls: Vec<_> = (0..loops)
         .map(|_| {
             let plugins = agent.plugins().clone();

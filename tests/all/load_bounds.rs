@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
-use wasmclaw::plugin::cache::LoadLimits;
-use wasmclaw::plugin::call::size;
+use wasmclaw::plugin::sandbox::cache::LoadLimits;
+use wasmclaw::plugin::units::size;
 use wasmclaw::plugin::{PluginStatus, Plugins, Runtime, RuntimeConfig};
 use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder};
 use wasmclaw_tests::{PluginDir, load_error, wasmclaw_bin};

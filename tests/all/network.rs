@@ -12,7 +12,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
-use wasmclaw::plugin::secrets::Secrets;
+use wasmclaw::plugin::policy::secrets::Secrets;
 use wasmclaw::plugin::{ErrorKind, Plugins, Runtime, RuntimeConfig};
 use wasmclaw_tests::{PluginDir, ctx, example_src, target_dir};
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wasmclaw::plugin::secrets::Secrets;
+use wasmclaw::plugin::policy::secrets::Secrets;
 use wasmclaw::plugin::{ErrorKind, PluginStatus, Plugins, Runtime, RuntimeConfig};
 use wasmclaw_tests::{PluginDir, ctx, target_dir};
 

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wasmclaw::plugin::cache::Compiler;
+use wasmclaw::plugin::sandbox::cache::Compiler;
 use wasmclaw::plugin::{CallContext, Plugins, Runtime, RuntimeConfig};
 use wasmclaw_tests::bench::{Row, micros, millis, ms, percentile, print_and_save, rss_kib, timed};
 use wasmclaw_tests::{PluginDir, scaffold, target_dir};
@@ -62,7 +62,8 @@ fn main() {
         ..RuntimeConfig::default()
     })
     .unwrap();
-    let engine = wasmtime::Engine::new(&wasmclaw::plugin::engine::compile_config()).unwrap();
+    let engine =
+        wasmtime::Engine::new(&wasmclaw::plugin::sandbox::engine::compile_config()).unwrap();
     let mut rows: Vec<Row> = Vec::new();
     for lang in scaffold::LANGS {
         let wasm = scaffold::build(lang, parent.path());

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wasmclaw::plugin::cache::Compiler;
+use wasmclaw::plugin::sandbox::cache::Compiler;
 use wasmclaw::plugin::{CallContext, Plugins, Runtime, RuntimeConfig};
 use wasmclaw_tests::bench::{Row, micros, ms, percentile, print_and_save, rss_kib, timed, us};
 use wasmclaw_tests::{PluginDir, example_src, guest, target_dir};
@@ -159,7 +159,8 @@ fn main() {
     ));
 
     // Compiling: a small and a larger plugin, no cache.
-    let engine = wasmtime::Engine::new(&wasmclaw::plugin::engine::compile_config()).unwrap();
+    let engine =
+        wasmtime::Engine::new(&wasmclaw::plugin::sandbox::engine::compile_config()).unwrap();
     for name in ["echo", "text"] {
         let bytes = std::fs::read(guest(name)).unwrap();
         let t = Instant::now();

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
-use wasmclaw::plugin::cache::Compiler;
+use wasmclaw::plugin::sandbox::cache::Compiler;
 use wasmclaw::plugin::{CallContext, Plugins, Runtime, RuntimeConfig};
 
 /// The built guest `NAME.wasm`.

@@ -33,7 +33,7 @@ use super::control::{ChildResult, TurnControl};
 use super::turn::{Turn, TurnSpec};
 use super::{Agent, TurnOutcome};
 use crate::llm::ToolDef;
-use crate::plugin::spawn::SubTurnSpawner;
+use crate::plugin::sandbox::access::SubTurnSpawner;
 use crate::plugin::tools::Tool;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::{

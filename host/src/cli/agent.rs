@@ -15,7 +15,7 @@ use crate::bus::{Delivery, EventBus, Filter, Received};
 use crate::home::{Home, HomeLock};
 use crate::llm::{CallLimits, Chain, Provider, ProviderConfig, RetryPolicy};
 use crate::plugin::Plugins;
-use crate::plugin::cache::LoadLimits;
+use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnEnd, TurnStatus};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::store::{EventLog, Store};

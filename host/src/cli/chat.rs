@@ -22,7 +22,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::agent::{AgentArgs, session_key, start};
 use crate::bus::{Delivery, Filter, Received};
 use crate::home::Home;
-use crate::plugin::cache::LoadLimits;
+use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{
     Accepted, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse, LlmRetry,
     Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,

@@ -7,9 +7,9 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 
 use crate::home::Home;
-use crate::plugin::cache::LoadLimits;
-use crate::plugin::call::{duration, size};
-use crate::plugin::grants::{DirMode, FailMode};
+use crate::plugin::policy::grants::{DirMode, FailMode};
+use crate::plugin::sandbox::cache::LoadLimits;
+use crate::plugin::units::{duration, size};
 use crate::plugin::{CallContext, PluginStatus, Plugins};
 
 #[derive(Subcommand, Debug)]

@@ -11,7 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::agent::AgentArgs;
 use crate::home::Home;
-use crate::plugin::cache::LoadLimits;
+use crate::plugin::sandbox::cache::LoadLimits;
 use crate::scheduler::{DEFAULT_MAX_PARALLEL, Scheduler, SchedulerConfig};
 use crate::server::{self, Api, DEFAULT_LISTEN, ServerConfig, auth};
 

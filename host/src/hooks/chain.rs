@@ -24,7 +24,7 @@ use crate::bus::{EventBus, Scope};
 use crate::llm::{ChatRequest, ChatResponse};
 use crate::plugin::call::within_output_limit;
 use crate::plugin::hook_call::{HookInput, HookOutput, LlmDecision, ResultDecision, ToolDecision};
-use crate::plugin::hook_settings::FailMode;
+use crate::plugin::policy::hook_settings::FailMode;
 use crate::plugin::{CallContext, ErrorKind, HookPoint, ToolError};
 use crate::protocol::{EventBody, HookDecision, HookEffect, HookError, HookVerdict};
 

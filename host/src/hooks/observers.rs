@@ -1,5 +1,5 @@
 //! `on-event` hooks. Each runs on a task of its own on the plugin pool
-//! ([`crate::plugin::pool`]), fed by a bounded bus subscription of its own
+//! ([`crate::plugin::sandbox::pool`]), fed by a bounded bus subscription of its own
 //! (`[hooks] queue`, 256 events by default): a slow or busy observer never
 //! stalls a turn or takes CPU from one; the events that do not fit its queue
 //! are dropped, and counted at the moment they are dropped (the observer
@@ -129,7 +129,7 @@ impl Observers {
                 counts,
                 bus: self.bus.clone(),
             };
-            let task = crate::plugin::pool::spawn(observer.run(events, closing.clone()));
+            let task = crate::plugin::sandbox::pool::spawn(observer.run(events, closing.clone()));
             inner.running.insert(
                 name.to_string(),
                 Running {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::types::{ChatRequest, ChatResponse};
 use super::{LlmError, Provider};
-use crate::plugin::call::duration;
+use crate::plugin::units::duration;
 
 /// How hard to try.
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::limits::CallLimits;
 use super::sse::{SseStream, error_chain};
 use super::{LlmError, LlmErrorKind};
-use crate::plugin::call::duration;
+use crate::plugin::units::duration;
 
 /// The most of an error body that is read.
 const ERROR_BODY_CAP: usize = 64 * 1024;

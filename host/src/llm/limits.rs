@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use super::{LlmError, LlmErrorKind};
-use crate::plugin::call::{duration, size};
+use crate::plugin::units::{duration, size};
 
 /// The default bound on a reply's text: 1 MiB.
 pub const DEFAULT_MAX_TEXT: usize = 1024 * 1024;

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use super::limits::CallLimits;
 use super::{LlmError, LlmErrorKind};
-use crate::plugin::call::duration;
+use crate::plugin::units::duration;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]

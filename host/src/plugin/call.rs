@@ -2,15 +2,18 @@
 //! fails.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::error::{ErrorKind, ToolError};
-use super::grants::Limits;
-use super::loader::{Plugin, wasm_error_chain};
-use super::pool;
-use super::sandbox::{Breach, Capabilities, Deadline, MAX_RESOURCES, PluginState, new_store};
-use super::spawn::{SpawnAccess, SubTurnSpawner};
+use super::loader::Plugin;
+use super::sandbox::access::{SpawnAccess, SubTurnSpawner};
+use super::sandbox::deadline::Deadline;
+use super::sandbox::failure::{describe_failure, is_pool_exhausted};
+use super::sandbox::limits::Breach;
+use super::sandbox::pool;
+use super::sandbox::state::PluginState;
+use super::units::size;
 
 /// Who is calling: passed to the plugin as its `call-context`.
 #[derive(Debug, Clone, Default)]
@@ -146,30 +149,26 @@ impl Plugin {
     ) -> Result<(wasmtime::Store<PluginState>, Deadline), ToolError> {
         let limits = &self.grants.limits;
         let deadline = Deadline::new(limits.timeout, ctx.deadline);
-        let mut store = new_store(
-            self.runtime.engine(),
-            &self.name,
-            limits,
-            Capabilities::Granted(
+        let store = PluginState::builder(&self.name, limits, deadline.clone())
+            .granted(
                 &self.grants,
                 self.runtime.secrets(),
                 self.runtime.descriptors(),
-            ),
-            deadline.clone(),
-        )
-        .map_err(|e| {
-            ToolError::new(
-                ErrorKind::Internal,
-                format!("plugin '{}' could not start: {e:#}", self.name),
             )
-        })?;
-        store.data_mut().spawn = SpawnAccess {
-            plugin: self.name.to_string(),
-            granted: self.grants.spawn_subturn,
-            // Children run with the turns, not on the plugin pool.
-            spawner: ctx.spawner.as_ref().map(|s| pool::on_caller(s.0.clone())),
-        };
-        store.data_mut().config = self.grants.config_json.clone();
+            .spawn(SpawnAccess {
+                plugin: self.name.to_string(),
+                granted: self.grants.spawn_subturn,
+                // Children run with the turns, not on the plugin pool.
+                spawner: ctx.spawner.as_ref().map(|s| pool::on_caller(s.0.clone())),
+            })
+            .config(self.grants.config_json.clone())
+            .build(self.runtime.engine())
+            .map_err(|e| {
+                ToolError::new(
+                    ErrorKind::Internal,
+                    format!("plugin '{}' could not start: {e:#}", self.name),
+                )
+            })?;
         Ok((store, deadline))
     }
 }
@@ -186,123 +185,9 @@ pub(super) fn wit_context(ctx: &CallContext, deadline: &Deadline) -> wit::CallCo
     }
 }
 
-/// Says in plain words why a call into `plugin` stopped.
-pub(super) fn describe_failure(
-    plugin: &str,
-    state: &PluginState,
-    limits: &Limits,
-    error: &wasmtime::Error,
-) -> String {
-    if is_pool_exhausted(error) {
-        return format!(
-            "plugin '{plugin}' could not start: the host is running as many plugin instances as it allows; try again shortly"
-        );
-    }
-    match state.breach() {
-        Some(Breach::Deadline) if state.deadline.from_turn => format!(
-            "plugin '{plugin}' did not finish before its turn's deadline ({}) and was stopped",
-            duration(state.deadline.timeout)
-        ),
-        Some(Breach::Deadline) => format!(
-            "plugin '{plugin}' did not finish within its time limit of {} and was stopped",
-            duration(state.deadline.timeout)
-        ),
-        Some(Breach::Memory) if state.memory().host_breached() => format!(
-            "plugin '{plugin}' exceeded its memory limit of {} with what the host holds for it ({} of HTTP header objects, bodies and answers) and was stopped",
-            size(limits.memory_bytes),
-            size(state.memory().host_bytes())
-        ),
-        Some(Breach::Memory) => format!(
-            "plugin '{plugin}' exceeded its memory limit of {} and was stopped",
-            size(limits.memory_bytes)
-        ),
-        None if table_full(error) => format!(
-            "plugin '{plugin}' held more than {MAX_RESOURCES} host resources at once (open files, streams, HTTP objects), its limit, and was stopped"
-        ),
-        Some(Breach::LogLines) => format!(
-            "plugin '{plugin}' exceeded its limit of {} log lines per call and was stopped",
-            limits.log_lines
-        ),
-        None => {
-            let reason = match error.downcast_ref::<wasmtime::Trap>() {
-                Some(trap) => trap
-                    .to_string()
-                    .trim_start_matches("wasm trap: ")
-                    .to_string(),
-                None => wasm_error_chain(error),
-            };
-            let tail = state.log.stderr_tail();
-            if tail.is_empty() {
-                format!("plugin '{plugin}' crashed ({reason})")
-            } else {
-                format!(
-                    "plugin '{plugin}' crashed ({reason}); its stderr ended with: {}",
-                    tail.join(" / ")
-                )
-            }
-        }
-    }
-}
-
-/// Whether the call's resource table was full.
-fn table_full(error: &wasmtime::Error) -> bool {
-    error.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<wasmtime::component::ResourceTableError>(),
-            Some(wasmtime::component::ResourceTableError::Full)
-        )
-    })
-}
-
-/// Whether instantiation failed because the instance pool is full: the
-/// host is busy, the plugin is fine.
-fn is_pool_exhausted(error: &wasmtime::Error) -> bool {
-    error
-        .chain()
-        .any(|c| c.is::<wasmtime::PoolConcurrencyLimitError>())
-}
-
-/// `64 MiB`, `2 KiB`, `2000 bytes`: exact, in the largest whole unit.
-pub fn size(bytes: u64) -> String {
-    const KIB: u64 = 1024;
-    const MIB: u64 = KIB * 1024;
-    match bytes {
-        b if b >= MIB && b.is_multiple_of(MIB) => format!("{} MiB", b / MIB),
-        b if b >= KIB && b.is_multiple_of(KIB) => format!("{} KiB", b / KIB),
-        b => format!("{b} bytes"),
-    }
-}
-
-/// `30 s`, `250 ms` (to the nearest millisecond).
-pub fn duration(d: Duration) -> String {
-    let ms = (d.as_micros() + 500) / 1000;
-    if ms.is_multiple_of(1000) {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{ms} ms")
-    }
-}
-
 fn unix_ms(deadline: Instant) -> u64 {
     let remaining = deadline.saturating_duration_since(Instant::now());
     (SystemTime::now() + remaining)
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_durations_read_well() {
-        assert_eq!(size(64 << 20), "64 MiB");
-        assert_eq!(size(100 << 20), "100 MiB");
-        assert_eq!(size(1536), "1536 bytes");
-        assert_eq!(size((1 << 20) + 1), "1048577 bytes");
-        assert_eq!(size(3 << 19), "1536 KiB");
-        assert_eq!(size(12), "12 bytes");
-        assert_eq!(duration(Duration::from_secs(30)), "30 s");
-        assert_eq!(duration(Duration::from_millis(250)), "250 ms");
-    }
 }

@@ -21,10 +21,10 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::call::CallContext;
-use super::engine::Runtime;
 use super::error::{ErrorKind, ToolError};
-use super::grants::Grants;
 use super::loader::{Plugin, PluginInfo, load, plugin_name};
+use super::policy::grants::Grants;
+use super::runtime::Runtime;
 use super::tools::Tool;
 
 /// One file of the plugin directory.

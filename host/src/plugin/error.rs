@@ -76,3 +76,9 @@ impl From<ToolError> for wit::PluginError {
         }
     }
 }
+
+/// A wasmtime error and its causes, on one line.
+pub fn wasm_error_chain(e: &wasmtime::Error) -> String {
+    let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+    chain.join(": ")
+}

@@ -7,15 +7,18 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::bindings::wit_hooks as wit;
-use super::call::{CallContext, describe_failure, size, wit_context};
+use super::call::{CallContext, wit_context};
 use super::error::ToolError;
-use super::grants::Limits;
-use super::hook_settings::FailMode;
 use super::hook_view::{Cuts, INPUT_SHARE, RestoreTooLarge, TooLarge, input_bound};
 use super::loader::Plugin;
-use super::pool;
-use super::sandbox::{Capabilities, Deadline, new_store};
+use super::policy::grants::Limits;
+use super::policy::hook_settings::FailMode;
+use super::sandbox::deadline::Deadline;
+use super::sandbox::failure::describe_failure;
+use super::sandbox::pool;
+use super::sandbox::state::PluginState;
 use super::subscriptions::HookPoint;
+use super::units::size;
 
 pub use wit::{LlmDecision, ResultDecision, ToolDecision};
 
@@ -109,19 +112,15 @@ impl Plugin {
             ..self.grants.limits.clone()
         };
         let deadline = Deadline::new(limits.timeout, ctx.deadline);
-        let mut store = new_store(
-            self.runtime.engine(),
-            &self.name,
-            &limits,
-            Capabilities::Granted(
+        let store = PluginState::builder(&self.name, &limits, deadline.clone())
+            .granted(
                 &self.grants,
                 self.runtime.secrets(),
                 self.runtime.descriptors(),
-            ),
-            deadline.clone(),
-        )
-        .map_err(|e| format!("plugin '{}' could not start: {e:#}", self.name))?;
-        store.data_mut().config = self.grants.config_json.clone();
+            )
+            .config(self.grants.config_json.clone())
+            .build(self.runtime.engine())
+            .map_err(|e| format!("plugin '{}' could not start: {e:#}", self.name))?;
         let wit_ctx = wit_context(ctx, &deadline);
         let (plugin, input) = (self.clone(), OwnedInput::from(input));
         let (store, outcome) = pool::call_guest(

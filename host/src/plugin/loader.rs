@@ -18,15 +18,18 @@ use wasmtime::component::{Component, InstancePre};
 
 use super::bindings::wasmclaw::plugin::types as wit;
 use super::bindings::{HOOKS_EXPORT, TOOL_EXPORT, WIT_PACKAGE, WIT_VERSION, wit_hooks, wit_tool};
-use super::cache::CacheOutcome;
-use super::call::{describe_failure, size};
-use super::engine::Runtime;
-use super::grants::Grants;
-use super::pool;
-use super::protected::Protected;
-use super::sandbox::{Capabilities, Deadline, PluginState, new_store};
+use super::error::wasm_error_chain;
+use super::policy::grants::Grants;
+use super::policy::protected::Protected;
+use super::runtime::Runtime;
+use super::sandbox::cache::CacheOutcome;
+use super::sandbox::deadline::Deadline;
+use super::sandbox::failure::describe_failure;
+use super::sandbox::pool;
+use super::sandbox::state::PluginState;
 use super::subscriptions::{Subscription, validate_subscriptions};
 use super::tools::{Tool, validate_specs};
+use super::units::size;
 
 /// The most time instantiation plus `list-tools` may take at load, whatever
 /// the plugin's own limit: one slow plugin must not hold up the others.
@@ -154,15 +157,10 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
 
     let (specs, subscriptions) = {
         let deadline = Deadline::new(grants.limits.timeout.min(LIST_TOOLS_TIME), None);
-        let mut store = new_store(
-            runtime.engine(),
-            &name,
-            &grants.limits,
-            Capabilities::None,
-            deadline,
-        )
-        .map_err(|e| format!("cannot create a store: {e:#}"))?;
-        store.data_mut().config = grants.config_json.clone();
+        let mut store = PluginState::builder(&name, &grants.limits, deadline)
+            .config(grants.config_json.clone())
+            .build(runtime.engine())
+            .map_err(|e| format!("cannot create a store: {e:#}"))?;
         let failed = |store: &wasmtime::Store<_>, what: &str, e: wasmtime::Error| {
             format!(
                 "{what} failed: {}",
@@ -423,11 +421,6 @@ fn link_error(e: &wasmtime::Error) -> String {
         "an import does not match what this host provides (was it built against a changed copy of the WIT?): {}",
         wasm_error_chain(e)
     )
-}
-
-pub(super) fn wasm_error_chain(e: &wasmtime::Error) -> String {
-    let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    chain.join(": ")
 }
 
 fn error_chain(e: &anyhow::Error) -> String {

@@ -9,8 +9,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::bindings::wasmclaw::plugin::types::ToolSpec;
-use super::call::size;
 use super::error::{ErrorKind, ToolError};
+use super::units::size;
 
 /// Most tools one plugin may offer.
 pub const MAX_TOOLS_PER_PLUGIN: usize = 128;

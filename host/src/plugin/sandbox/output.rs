@@ -1,4 +1,5 @@
-//! What a guest writes for people to read: the `log` import, stdout and stderr.
+//! What a guest writes for people to read: its `log` lines (see
+//! [`crate::plugin::host::log`]), stdout and stderr.
 //!
 //! All three go to the host log (target `plugin`, tagged with the plugin's
 //! name), never to the host's own stdout. Each call has a budget of lines
@@ -18,8 +19,7 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-use super::bindings::wasmclaw::plugin::log::{self, Level};
-use super::sandbox::PluginState;
+use crate::plugin::bindings::wasmclaw::plugin::log::Level;
 
 /// Longest line kept; the rest is cut.
 const MAX_LINE: usize = 4096;
@@ -114,15 +114,6 @@ impl CallLog {
 
 fn cut(text: &str) -> &str {
     &text[..text.floor_char_boundary(MAX_LINE)]
-}
-
-impl log::Host for PluginState {
-    fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
-        for line in message.lines() {
-            self.log.line(level, line)?;
-        }
-        Ok(())
-    }
 }
 
 /// The guest's stdout or stderr: whole lines into [`CallLog`].

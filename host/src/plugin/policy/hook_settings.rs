@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::grants::{MAX_MEMORY_MIB, as_millis, check};
-use super::subscriptions::HookPoint;
+use super::fields::{MAX_MEMORY_MIB, as_millis, check};
+use crate::plugin::subscriptions::HookPoint;
 
 /// `[hooks]` exactly as written.
 #[derive(Debug, Default, Deserialize)]

@@ -36,14 +36,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::fields::{MAX_MEMORY_MIB, as_millis, check};
 pub use super::hook_settings::{FailMode, HookSettings, HookSettingsToml};
 use super::network::{CredentialToml, NetworkGrant, NetworkToml};
 use super::protected::{Protected, overlap};
 use super::secrets::Secrets;
-
-/// The largest memory limit a grant may ask for. The pooling allocator reserves
-/// address space for this much per instance slot.
-pub const MAX_MEMORY_MIB: u64 = 1024;
 
 /// `NAME.toml` exactly as written; every field optional.
 #[derive(Debug, Default, Deserialize)]
@@ -108,7 +105,7 @@ pub struct Limits {
     /// Lines the call may write through `log`, stdout and stderr together.
     pub log_lines: u32,
     /// Files and directories the call may have open at once (see
-    /// `plugin::descriptors`).
+    /// `plugin::sandbox::descriptors`).
     pub open_files: usize,
 }
 
@@ -122,10 +119,6 @@ impl Default for Limits {
             open_files: 64,
         }
     }
-}
-
-pub(super) fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
 }
 
 /// A directory the plugin may open.
@@ -285,15 +278,6 @@ impl Grants {
 
 fn shared<S: serde::Serializer, T: Serialize>(value: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
     value.as_ref().serialize(s)
-}
-
-/// `value` if it is within `min..=max`; otherwise an error naming `field`.
-pub(super) fn check(field: &str, value: u64, min: u64, max: u64) -> Result<u64, String> {
-    if (min..=max).contains(&value) {
-        Ok(value)
-    } else {
-        Err(format!("{field}: expected {min} to {max}, found {value}"))
-    }
 }
 
 fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::grants::check;
+use super::fields::{as_millis, check};
 use super::secrets::Secrets;
 
 #[derive(Debug, Default, Deserialize)]
@@ -203,7 +203,7 @@ pub struct NetworkGrant {
     /// Requests per call.
     pub max_requests: u32,
     /// Per request, from connecting to the last byte of the body.
-    #[serde(rename = "timeout_ms", serialize_with = "super::grants::as_millis")]
+    #[serde(rename = "timeout_ms", serialize_with = "as_millis")]
     pub timeout: Duration,
     pub max_response_bytes: u64,
     pub max_request_bytes: u64,

@@ -1,41 +1,17 @@
-//! The host side of `agent.spawn-subturn`: a plugin's tool runs a child turn
-//! of the turn that called it, and gets its answer.
+//! `wasmclaw:plugin/agent`: `agent.spawn-subturn`, a plugin's tool runs a
+//! child turn of the turn that called it, and gets its answer.
 //!
-//! The plugin runtime does not know about turns: the caller hands it a
-//! [`SubTurnSpawner`] with the call (the agent's turn), and the plugin's
-//! grants decide whether the guest may use it. While the guest waits for the
-//! child, its own deadline is paused; the child's timeout bounds the wait.
+//! The plugin runtime does not know about turns: the caller hands the call a
+//! [`SubTurnSpawner`](crate::plugin::sandbox::access::SubTurnSpawner) (the
+//! agent's turn), and the plugin's grants decide whether the guest may use
+//! it. While the guest waits for the child, its own deadline is paused; the
+//! child's timeout bounds the wait.
 
-use std::sync::Arc;
-
-use futures_util::future::BoxFuture;
-
-use super::bindings::wasmclaw::plugin::agent::{Host, SubturnRequest};
-use super::bindings::wasmclaw::plugin::types::PluginError;
-use super::error::{ErrorKind, ToolError};
-use super::sandbox::PluginState;
+use crate::plugin::bindings::wasmclaw::plugin::agent::{Host, SubturnRequest};
+use crate::plugin::bindings::wasmclaw::plugin::types::PluginError;
+use crate::plugin::error::{ErrorKind, ToolError};
+use crate::plugin::sandbox::state::PluginState;
 use crate::protocol::SubTurnRequest;
-
-/// Runs a child of the turn that made a tool call. One is handed to each
-/// call, so it can count what that call starts.
-pub trait SubTurnSpawner: Send + Sync {
-    /// Runs a child for `plugin` and returns its answer.
-    fn run(
-        &self,
-        plugin: &str,
-        request: SubTurnRequest,
-    ) -> BoxFuture<'static, Result<String, ToolError>>;
-}
-
-/// What one call may do with `agent.spawn-subturn`.
-#[derive(Default, Clone)]
-pub struct SpawnAccess {
-    pub plugin: String,
-    /// The plugin's grants say `spawn_subturn = true`.
-    pub granted: bool,
-    /// The turn that made the call (none outside a turn).
-    pub spawner: Option<Arc<dyn SubTurnSpawner>>,
-}
 
 impl Host for PluginState {
     async fn spawn_subturn(

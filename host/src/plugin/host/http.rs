@@ -1,9 +1,9 @@
-//! `wasi:http` for plugins: every outgoing request passes the plugin's
+//! `wasi:http/outgoing-handler`: every outgoing request passes the plugin's
 //! network grant before the host sends it.
 //!
 //! For each request, in order:
 //! 1. the call has requests left (`max_requests`), and the host a
-//!    descriptor for it (see [`super::descriptors`]), held until the
+//!    descriptor for it (see [`crate::plugin::sandbox::descriptors`]), held until the
 //!    response is read;
 //! 2. its origin (`scheme://host:port`) is in the allow-list;
 //! 3. the host resolves the name itself; every address must be public,
@@ -18,7 +18,7 @@
 //!    and every credential value in it is replaced before the guest sees it;
 //! 7. the request body while it is sent, and the answer until the guest lets
 //!    go of it, count against the call's memory limit (see
-//!    [`super::host_memory`]).
+//!    [`crate::plugin::sandbox::host_memory`]).
 //!
 //! A refusal reaches the guest as `error-code.internal-error` with the
 //! host's reason, which names the plugin and the origin.
@@ -30,46 +30,17 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::call::{duration, size};
-use super::descriptors::DescriptorBudget;
-use super::host_memory::{BODY_CHUNK, CallMemory, Charge};
-use super::network::{NetworkGrant, internal_address};
-use super::secrets::Secrets;
+use crate::plugin::policy::network::{NetworkGrant, internal_address};
+use crate::plugin::policy::secrets::Secrets;
+use crate::plugin::sandbox::access::NetworkAccess;
+use crate::plugin::sandbox::host_memory::{BODY_CHUNK, CallMemory, Charge};
+use crate::plugin::units::{duration, size};
 
 /// How long the host waits for a name to resolve.
 const DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What replaces a credential's value in a response.
 const SCRUBBED: &[u8] = b"[REDACTED]";
-
-/// One call's network access: the plugin's grant and what it has used.
-pub struct NetworkAccess {
-    plugin: Arc<str>,
-    grant: Arc<NetworkGrant>,
-    secrets: Arc<Secrets>,
-    descriptors: Arc<DescriptorBudget>,
-    memory: Arc<CallMemory>,
-    sent: u32,
-}
-
-impl NetworkAccess {
-    pub fn new(
-        plugin: Arc<str>,
-        grant: Arc<NetworkGrant>,
-        secrets: Arc<Secrets>,
-        descriptors: Arc<DescriptorBudget>,
-        memory: Arc<CallMemory>,
-    ) -> Self {
-        NetworkAccess {
-            plugin,
-            grant,
-            secrets,
-            descriptors,
-            memory,
-            sent: 0,
-        }
-    }
-}
 
 type Sent = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type Answer = Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent), Error>> + Send>;

@@ -41,9 +41,9 @@ use futures_util::future::BoxFuture;
 use tokio::runtime::Handle;
 use tokio_util::task::AbortOnDropHandle;
 
-use super::error::{ErrorKind, ToolError};
-use super::sandbox::{PluginState, until_deadline};
-use super::spawn::SubTurnSpawner;
+use super::access::SubTurnSpawner;
+use super::state::{PluginState, until_deadline};
+use crate::plugin::error::{ErrorKind, ToolError};
 use crate::protocol::SubTurnRequest;
 
 /// How much lower than the host's own threads a new call's thread is

@@ -229,7 +229,7 @@ fn child_failure(status: Option<ExitStatus>, stderr: &str, limits: &LoadLimits) 
     let Some(status) = status else {
         return anyhow::anyhow!(
             "compiling it took longer than the compiler's time limit of {} (--compile-timeout), and the compiler was stopped",
-            super::call::duration(limits.compile_timeout)
+            crate::plugin::units::duration(limits.compile_timeout)
         );
     };
     let said = stderr.trim().trim_start_matches("error: ");
@@ -244,7 +244,7 @@ fn child_failure(status: Option<ExitStatus>, stderr: &str, limits: &LoadLimits) 
     if out_of_memory.iter().any(|m| said.contains(m)) {
         return anyhow::anyhow!(
             "compiling it needed more memory than the compiler's limit of {} (--compile-memory-mib)",
-            super::call::size(limits.compile_memory_bytes)
+            crate::plugin::units::size(limits.compile_memory_bytes)
         );
     }
     match status.signal() {
@@ -283,7 +283,7 @@ pub fn compile_child(
     if bytes.len() as u64 > max_input_bytes {
         bail!(
             "the component is larger than the plugin file limit of {}",
-            super::call::size(max_input_bytes)
+            crate::plugin::units::size(max_input_bytes)
         );
     }
     compile_to_file(&bytes, out)

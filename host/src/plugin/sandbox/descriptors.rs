@@ -27,24 +27,15 @@
 //! message saying so.
 //!
 //! The mechanism is the one way to a new descriptor: `open-at` of
-//! `wasi:filesystem/types` is replaced in the linker by a wrapper that asks
-//! the call's [`CallDescriptors`] first and records the descriptor after.
+//! `wasi:filesystem/types` is replaced in the linker by a wrapper (see
+//! [`crate::plugin::host::filesystem`]) that asks the call's
+//! [`CallDescriptors`] first and records the descriptor after.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use wasmtime::StoreContextMut;
-use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::Descriptor;
-use wasmtime_wasi::p2::bindings::filesystem::types::{
-    self, DescriptorFlags, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
-};
-
-use super::sandbox::PluginState;
-
-/// The `wasi:filesystem/types` instance of the linked WASI version; every
-/// 0.2.x a guest imports resolves to it.
-const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 
 /// Descriptors the host lets all plugin calls hold together.
 #[derive(Debug)]
@@ -194,7 +185,7 @@ impl CallDescriptors {
     }
 
     /// A place for one more descriptor, or the error the guest gets.
-    fn reserve(&mut self, path: &str) -> Result<Slot, ErrorCode> {
+    pub fn reserve(&mut self, path: &str) -> Result<Slot, ErrorCode> {
         let open = self.open_now();
         if open >= self.limit {
             tracing::warn!(
@@ -217,7 +208,7 @@ impl CallDescriptors {
     }
 
     /// Records what `open-at` opened.
-    fn opened(&mut self, descriptor: &Descriptor, slot: Slot) {
+    pub fn opened(&mut self, descriptor: &Descriptor, slot: Slot) {
         let file = match descriptor {
             Descriptor::File(f) => &f.file,
             Descriptor::Dir(d) => &d.dir,
@@ -230,61 +221,9 @@ impl CallDescriptors {
     }
 }
 
-type OpenAtArgs = (
-    Resource<Descriptor>,
-    PathFlags,
-    String,
-    OpenFlags,
-    DescriptorFlags,
-);
-
-/// Replaces `open-at` (linked by wasmtime-wasi) with one that counts.
-pub fn add_to_linker(linker: &mut Linker<PluginState>) -> anyhow::Result<()> {
-    linker.allow_shadowing(true);
-    let mut fs_types = linker.instance(FILESYSTEM_TYPES)?;
-    fs_types.func_wrap_async(
-        "[method]descriptor.open-at",
-        |mut store: StoreContextMut<'_, PluginState>,
-         (fd, path_flags, path, oflags, flags): OpenAtArgs| {
-            Box::new(async move {
-                let (mut fs, calls) = store.data_mut().filesystem_and_descriptors();
-                let slot = match calls.reserve(&path) {
-                    Ok(slot) => slot,
-                    Err(code) => return Ok((Err(code),)),
-                };
-                match HostDescriptor::open_at(&mut fs, fd, path_flags, path, oflags, flags).await {
-                    Ok(opened) => {
-                        calls.opened(fs.table.get(&opened)?, slot);
-                        Ok((Ok(opened),))
-                    }
-                    Err(e) => Ok((Err(types::Host::convert_error_code(&mut fs, e)?),)),
-                }
-            })
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The wrapper must replace wasmtime-wasi's `open-at`, not add one of a
-    /// WASI version no guest resolves to: defining it again without
-    /// shadowing fails only if it is there.
-    #[test]
-    fn open_at_of_the_linked_wasi_version_is_the_one_replaced() {
-        let engine = wasmtime::Engine::new(&super::super::engine::compile_config()).unwrap();
-        let mut linker = Linker::<PluginState>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
-        let defined_again = linker
-            .instance(FILESYSTEM_TYPES)
-            .unwrap()
-            .func_wrap("[method]descriptor.open-at", |_, (): ()| Ok(()));
-        assert!(defined_again.is_err(), "{FILESYSTEM_TYPES} is not linked");
-        add_to_linker(&mut linker).unwrap();
-    }
 
     #[test]
     fn the_budget_gives_out_its_limit_and_takes_slots_back_when_dropped() {

@@ -1,0 +1,126 @@
+//! What all plugins share: the engine, the linker with every host import,
+//! the compile cache, the paths no grant may reach, the operator's secrets
+//! and the descriptors all calls may hold together.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+use super::host;
+use super::policy::protected::Protected;
+use super::policy::secrets::Secrets;
+use super::sandbox::cache::{CompileCache, Compiler, LoadLimits};
+use super::sandbox::descriptors::DescriptorBudget;
+use super::sandbox::engine::{self, EpochTicker};
+use super::sandbox::state::PluginState;
+
+/// How the runtime is set up.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Where compiled code is cached; `None` compiles every load afresh.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// How cache misses are compiled.
+    pub compiler: Compiler,
+    /// Largest plugin file, and the bounds of a compiler child.
+    pub load: LoadLimits,
+    /// Plugin instances alive at once (all sessions, tools and hooks).
+    pub max_instances: u32,
+    /// Paths of the host's own that no grant may reach, besides the cache
+    /// and each plugin's own directory, which are always protected.
+    pub protected: Vec<Protected>,
+    /// The operator's secrets, which grants' credentials name.
+    pub secrets: Arc<Secrets>,
+    /// Descriptors all plugin calls may hold together; `None`: half the
+    /// process's open-file limit (see [`super::sandbox::descriptors`]).
+    pub max_descriptors: Option<usize>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            compiler: Compiler::InProcess,
+            load: LoadLimits::default(),
+            max_instances: 1000,
+            protected: Vec::new(),
+            secrets: Arc::default(),
+            max_descriptors: None,
+        }
+    }
+}
+
+/// The engine, the linker and the compile cache, shared by all plugins.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    cache: CompileCache,
+    protected: Vec<Protected>,
+    secrets: Arc<Secrets>,
+    descriptors: Arc<DescriptorBudget>,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    pub fn new(config: RuntimeConfig) -> Result<Self> {
+        let engine = engine::new_engine(config.max_instances)?;
+        let linker = host::linker(&engine)?;
+
+        let mut protected = config.protected;
+        protected.extend(config.cache_dir.as_ref().map(|dir| {
+            Protected::new(
+                dir,
+                "the compile cache",
+                "the host runs the code it holds without checking it again",
+            )
+        }));
+        let cache = CompileCache::new(config.cache_dir, config.compiler, config.load);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                _ticker: EpochTicker::start(engine.clone()),
+                engine,
+                linker,
+                cache,
+                protected,
+                secrets: config.secrets,
+                descriptors: match config.max_descriptors {
+                    Some(n) => DescriptorBudget::new(n),
+                    None => DescriptorBudget::for_process(),
+                },
+            }),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub fn linker(&self) -> &Linker<PluginState> {
+        &self.inner.linker
+    }
+
+    pub fn cache(&self) -> &CompileCache {
+        &self.inner.cache
+    }
+
+    pub fn secrets(&self) -> &Arc<Secrets> {
+        &self.inner.secrets
+    }
+
+    /// Descriptors all plugin calls may hold together.
+    pub fn descriptors(&self) -> &Arc<DescriptorBudget> {
+        &self.inner.descriptors
+    }
+
+    /// Paths no grant may overlap.
+    pub fn protected(&self) -> &[Protected] {
+        &self.inner.protected
+    }
+}
