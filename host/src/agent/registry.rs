@@ -176,19 +176,20 @@ impl Registry {
     }
 
     /// What is built from the sources' current snapshots, rebuilt if one
-    /// changed.
+    /// changed. (A source's `current` is called with the cache locked: it must not
+    /// call back into the registry.)
     fn current(&self) -> Arc<Built> {
-        let sets: Vec<Arc<dyn ToolSet>> = self.sources.iter().map(|s| s.current()).collect();
         let mut cache = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(built) = &*cache
             && built
                 .sets
                 .iter()
-                .zip(&sets)
-                .all(|(old, new)| Arc::ptr_eq(old, new))
+                .zip(&self.sources)
+                .all(|(old, source)| Arc::ptr_eq(old, &source.current()))
         {
             return built.clone();
         }
+        let sets = self.sources.iter().map(|s| s.current()).collect();
         let built = Arc::new(self.build(sets));
         *cache = Some(built.clone());
         built
