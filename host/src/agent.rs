@@ -2,6 +2,9 @@
 //!
 //! - [`turn`]: one turn, from the user's message to the final answer.
 //! - [`tools`]: running the tool calls of one model reply.
+//! - [`registry`]: every tool on offer, over its sources (the built-ins,
+//!   the plugins): precedence, the list the model sees, lookup and calls.
+//! - [`builtins`]: the built-in tools `subagent` and `spawn`.
 //! - [`arguments`]: a call's arguments before it runs: one JSON object, and
 //!   no call of a reply cut at the token limit.
 //! - [`control`]: how a running turn is steered and interrupted, and its
@@ -11,15 +14,19 @@
 //!   started), counted against their bounds.
 //! - [`refusals`]: the loop rule: a turn that repeats a refused tool call.
 //!
-//! An [`Agent`] holds what every turn shares: the plugins, the model chain,
-//! the event bus and the session store. Front ends submit turns to the
+//! An [`Agent`] holds what every turn shares: the plugins, the tool
+//! registry over them and the built-ins, the model chain, the event bus and
+//! the session store. The tool list and the hooks are built once per plugin
+//! set and rebuilt after a reload. Front ends submit turns to the
 //! [`crate::scheduler::Scheduler`] and follow them on the bus;
 //! [`Agent::run_turn`] runs one turn directly, outside any schedule.
 
 pub mod arguments;
 pub mod budget;
+pub mod builtins;
 pub mod control;
 pub mod refusals;
+pub mod registry;
 pub mod subturn;
 pub mod tools;
 pub mod turn;
@@ -34,6 +41,9 @@ use crate::hooks::{HookSet, ObserverStats, Observers};
 use crate::llm::{Chain, ToolDef, Usage};
 use crate::plugin::Plugins;
 use crate::plugin::catalog::{Catalog, PluginChange};
+
+use self::builtins::Builtins;
+use self::registry::Registry;
 use crate::plugin::watch::WatchHandle;
 use crate::protocol::{
     EventBody, PluginFailed, PluginLoaded, PluginUnloaded, TurnErrorKind, TurnStatus,
@@ -103,17 +113,17 @@ pub struct Agent {
     /// Whoever runs the sessions (the scheduler), told about follow-up
     /// turns and SubTurns.
     sessions: Mutex<Option<Arc<dyn SessionHooks>>>,
-    /// Every tool on offer and every hook, built once per plugin set.
+    /// Every tool on offer: the built-ins, then the plugins' tools.
+    pub(crate) registry: Registry,
+    /// The hooks, built once per plugin set.
     built: Mutex<Option<Built>>,
     /// The `on-event` hooks.
     observers: Arc<Observers>,
 }
 
-/// What is built from a plugin set: the tool list offered to the model and
-/// the hooks.
+/// What is built from a plugin set besides its tools: the hooks.
 struct Built {
     catalog: Arc<Catalog>,
-    defs: Arc<Vec<ToolDef>>,
     hooks: Arc<HookSet>,
 }
 
@@ -139,6 +149,7 @@ impl Agent {
         let observers = Arc::new(Observers::new(bus.clone()));
         observers.refresh(&plugins.catalog());
         Agent {
+            registry: Registry::new(Arc::new(Builtins), vec![plugins.clone()]),
             plugins,
             llm,
             bus,
@@ -151,10 +162,16 @@ impl Agent {
         }
     }
 
-    /// Every tool on offer now: the plugins' and the built-in ones (which
-    /// take precedence over a plugin tool of the same name).
+    /// Every tool on offer now, as the model sees them: the plugins' tools,
+    /// then the built-in ones (which take precedence over any tool of the
+    /// same name). Built once per plugin set (see [`registry`]).
     pub fn tool_defs(&self) -> Arc<Vec<ToolDef>> {
-        self.with_built(|built| built.defs.clone())
+        self.registry.defs()
+    }
+
+    /// The tool registry: every tool on offer, and how a call reaches it.
+    pub fn tools(&self) -> &Registry {
+        &self.registry
     }
 
     /// The hooks of the current plugin set.
@@ -175,8 +192,8 @@ impl Agent {
         self.observers.stats()
     }
 
-    /// `f` of what is built from the current plugin set, built first if the
-    /// set changed.
+    /// `f` of the hooks of the current plugin set, built first if the set
+    /// changed.
     fn with_built<T>(&self, f: impl FnOnce(&Built) -> T) -> T {
         let catalog = self.plugins.catalog();
         let mut cache = self.built.lock().unwrap_or_else(|e| e.into_inner());
@@ -185,27 +202,12 @@ impl Agent {
             _ => {
                 self.observers.refresh(&catalog);
                 let built = cache.insert(Built {
-                    defs: Self::build_tool_defs(&catalog),
                     hooks: Arc::new(HookSet::build(&catalog)),
                     catalog,
                 });
                 f(built)
             }
         }
-    }
-
-    fn build_tool_defs(catalog: &Catalog) -> Arc<Vec<ToolDef>> {
-        let builtins = subturn::builtin_tools();
-        let from_plugins = catalog.tools().into_iter().map(|t| ToolDef {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.input_schema.clone(),
-        });
-        let defs: Vec<ToolDef> = from_plugins
-            .filter(|t| !builtins.iter().any(|b| b.name == t.name))
-            .chain(builtins.iter().cloned())
-            .collect();
-        Arc::new(defs)
     }
 
     /// Tells `hooks` (the scheduler that runs this agent's turns; the last

@@ -553,9 +553,11 @@ async fn observers_see_every_event_in_order_and_a_slow_one_drops_and_counts() {
     let dir = PluginDir::new();
     dir.add("echo");
     let out = dir.scratch("out");
+    // 10 s for each event: the recorder must see every one, however busy
+    // the machine (a call past its time limit loses that event).
     let record = |file: &str| {
         format!(
-            "[config]\nsubscriptions = [{{ point = \"on-event\", priority = 0 }}]\non_event = {{ action = \"record\", file = \"/out/{file}\" }}\n[[dirs]]\nhost = {:?}\nguest = \"/out\"\nmode = \"read-write\"\n[hooks]\nqueue = 10000\n",
+            "[config]\nsubscriptions = [{{ point = \"on-event\", priority = 0 }}]\non_event = {{ action = \"record\", file = \"/out/{file}\" }}\n[[dirs]]\nhost = {:?}\nguest = \"/out\"\nmode = \"read-write\"\n[hooks]\nqueue = 10000\ntimeout_ms = 10000\n",
             out
         )
     };

@@ -1,7 +1,7 @@
 //! SubTurns: child turns (sub-agents) that a turn starts with the built-in
 //! `subagent` tool (it waits for the answer) or `spawn` tool (it goes on and
-//! gets the result later), or that a plugin starts through the host's
-//! `agent.spawn-subturn` import.
+//! gets the result later; both in [`super::builtins`]), or that a plugin
+//! starts through the host's `agent.spawn-subturn` import.
 //!
 //! - Limits, for every turn: nesting depth, children running per parent (a
 //!   spawn waits a bounded time for a free place), SubTurns alive in the
@@ -21,7 +21,7 @@
 //!   by an ancestor's hard interrupt has no result to deliver.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -32,9 +32,7 @@ use super::budget::CallSpawns;
 use super::control::{ChildResult, TurnControl};
 use super::turn::{Turn, TurnSpec};
 use super::{Agent, TurnOutcome};
-use crate::llm::ToolDef;
 use crate::plugin::sandbox::access::SubTurnSpawner;
-use crate::plugin::tools::Tool;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::{
     Delivery, EventBody, SpawnMode, SubTurnRequest, SubturnDelivered, SubturnEnd, SubturnOrphan,
@@ -44,8 +42,8 @@ use crate::protocol::{
 /// The longest timeout a child may ask for: a day.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
-pub const SUBAGENT: &str = "subagent";
-pub const SPAWN: &str = "spawn";
+/// The built-in tools' names (defined with the tools in [`super::builtins`]).
+pub use super::builtins::{SPAWN, SUBAGENT};
 
 /// How far SubTurns may go.
 #[derive(Debug, Clone)]
@@ -79,48 +77,6 @@ impl Default for SubTurnLimits {
             default_timeout: Duration::from_secs(600),
         }
     }
-}
-
-/// The built-in tools, as offered to the model.
-pub fn builtin_tools() -> Vec<ToolDef> {
-    let parameters = json!({
-        "type": "object",
-        "properties": {
-            "task": {"type": "string", "description": "What the sub-agent must do; it sees nothing else of this conversation."},
-            "label": {"type": "string", "description": "A short name for it."},
-            "model": {"type": "string", "description": "Another model of the same provider."},
-            "tools": {"type": "array", "items": {"type": "string"}, "description": "The tools it may use: a subset of yours (default: all)."},
-            "critical": {"type": "boolean", "description": "Finish even if this turn ends early."},
-            "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
-            "token_budget": {"type": "integer", "minimum": 1}
-        },
-        "required": ["task"],
-        "additionalProperties": false
-    });
-    vec![
-        ToolDef {
-            name: SUBAGENT.into(),
-            description: "Runs a sub-agent on a task and returns its final answer.".into(),
-            parameters: parameters.clone(),
-        },
-        ToolDef {
-            name: SPAWN.into(),
-            description: "Starts a sub-agent on a task and returns its id at once; its result arrives as a message later in this turn (or as a new turn if this one has ended).".into(),
-            parameters,
-        },
-    ]
-}
-
-/// A built-in tool by name, with its schema's validator: what a hook's
-/// rewrite of a call to it is checked against.
-pub fn builtin_tool(name: &str) -> Option<&'static Tool> {
-    static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
-        builtin_tools()
-            .into_iter()
-            .map(|def| Tool::builtin(&def.name, &def.description, def.parameters))
-            .collect()
-    });
-    TOOLS.iter().find(|tool| tool.name == name)
 }
 
 /// What a turn hands down to the children it starts.
@@ -446,24 +402,6 @@ impl Parent {
         })
         .to_string())
     }
-}
-
-/// Runs a built-in tool call for the turn `parent`. Boxed: a turn runs tool
-/// calls, which may run turns.
-pub fn call_builtin<'a>(
-    parent: &'a Parent,
-    tool: &'a str,
-    arguments: &'a str,
-) -> BoxFuture<'a, Result<String, ToolError>> {
-    Box::pin(async move {
-        let request: SubTurnRequest = serde_json::from_str(arguments)
-            .map_err(|e| invalid(format!("arguments of '{tool}': {e}")))?;
-        match tool {
-            SUBAGENT => parent.subagent(request).await,
-            SPAWN => parent.spawn_tool(request).await,
-            other => unreachable!("'{other}' is not a built-in tool"),
-        }
-    })
 }
 
 /// The message the parent's model reads for a finished `spawn` child.

@@ -1,6 +1,9 @@
 //! Running the tool calls of one model reply.
 //!
-//! Each call runs on its own task, in a fresh instance of its plugin, so
+//! A call's tool is looked up once in the agent's tool registry (see
+//! [`super::registry`]), whatever its source (a built-in, a plugin), and the
+//! call runs through it: a plugin's tool in a fresh instance of its plugin.
+//! Each call runs on its own task, so
 //! calls of one reply run in parallel, at most `tool_concurrency` at once;
 //! they start in the order the model asked, and their results come back in
 //! that order whatever order they finish in. A failure (an unknown tool,
@@ -8,9 +11,10 @@
 //! becomes the call's result text, marked as an error, so the model can read
 //! it and try something else: it does not end the turn.
 //!
-//! Each call goes through the hooks: `before-tool` hooks may rewrite its
-//! arguments, deny it or answer in its place; `after-tool` hooks may replace
-//! its result (see [`crate::hooks::chain`]).
+//! Each call, to a tool of any source or to an unknown one, goes through the
+//! hooks: `before-tool` hooks may rewrite its arguments (checked against the
+//! tool's schema), deny it or answer in its place; `after-tool` hooks may
+//! replace its result (see [`crate::hooks::chain`]).
 //!
 //! A refused call (see [`super::refusals`]) made again unchanged is told so
 //! in its result, and ends the turn after a configurable number of times.
@@ -32,12 +36,12 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::bus::{EventBus, Scope};
 use crate::hooks::{HookScope, ToolGate};
 use crate::llm::{FinishReason, Message, ToolCall};
-use crate::plugin::call::Spawner;
-use crate::plugin::{CallContext, ErrorKind, Limits, ToolError};
+use crate::plugin::{ErrorKind, Limits, ToolError};
 use crate::protocol::{EventBody, ToolCallBegin, ToolCallEnd, ToolCallSkipped};
 
 use super::refusals::Refusals;
-use super::subturn::{self, Parent};
+use super::registry::{Caller, Found};
+use super::subturn::Parent;
 use super::turn::{Turn, millis};
 
 /// Publishes a call's `tool_call_end` exactly once: from the call's task
@@ -218,16 +222,17 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         scope: &scope,
         ctx: parent.call_context(&call.id),
     };
-    // A rewrite is checked against the schema of the tool the call goes to
-    // (a built-in, or a plugin's tool as it is now).
-    let check = |arguments: &str| match subturn::builtin_tool(&call.name) {
-        Some(tool) => tool.check_arguments(arguments),
-        None => match agent.plugins.catalog().tool(&call.name) {
-            Some((_, tool)) => tool.check_arguments(arguments),
-            None => Ok(()),
-        },
+    // Looked up once: a rewrite is checked against the schema of the tool
+    // the call goes to, whatever its source. An unknown tool still goes
+    // through the hooks (one may answer it); its error is the outcome.
+    let found = agent.registry.lookup(&call.name);
+    let check = |arguments: &str| match &found {
+        Ok(tool) => tool.check_arguments(arguments),
+        Err(_) => Ok(()),
     };
-    let limit = output_limit(parent, &call.name);
+    let limit = found
+        .as_ref()
+        .map_or(Limits::default().output_bytes, Found::output_limit);
     let arguments = match hooks
         .before_tool(&hs, &call.name, &call.arguments, limit, check)
         .await
@@ -241,42 +246,19 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         ToolGate::Denied(error) => return Err(error),
     };
     super::arguments::check_object(&call.name, &arguments)?;
-    let outcome = dispatch(parent, &call.name, &arguments, &hs.ctx).await;
+    let outcome = match found {
+        Ok(tool) => {
+            let caller = Caller {
+                turn: parent,
+                ctx: &hs.ctx,
+            };
+            tool.call(&arguments, caller).await
+        }
+        Err(error) => Err(error),
+    };
     hooks
         .after_tool(&hs, &call.name, &arguments, limit, outcome)
         .await
-}
-
-/// The output limit of `tool`: its plugin's, or the default one for the
-/// built-in tools (and a tool no plugin offers).
-fn output_limit(parent: &Parent, tool: &str) -> usize {
-    let default = Limits::default().output_bytes;
-    if subturn::builtin_tool(tool).is_some() {
-        return default;
-    }
-    parent
-        .agent
-        .plugins
-        .catalog()
-        .tool(tool)
-        .map_or(default, |(plugin, _)| plugin.grants.limits.output_bytes)
-}
-
-/// A built-in tool, or a plugin's in a fresh instance.
-async fn dispatch(
-    parent: &Parent,
-    tool: &str,
-    arguments: &str,
-    ctx: &CallContext,
-) -> Result<String, ToolError> {
-    if matches!(tool, subturn::SUBAGENT | subturn::SPAWN) {
-        return subturn::call_builtin(parent, tool, arguments).await;
-    }
-    let ctx = CallContext {
-        spawner: Some(Spawner(Arc::new(parent.plugin_call_spawner()))),
-        ..ctx.clone()
-    };
-    parent.agent.plugins.call(&ctx, tool, arguments).await
 }
 
 fn tool_message(call: &ToolCall, content: String, is_error: bool) -> Message {
