@@ -21,7 +21,7 @@ use crate::plugin::catalog::{Catalog, PluginStatus};
 use crate::plugin::loader::Plugin;
 use crate::plugin::{HookPoint, Subscription};
 
-pub use chain::{HookScope, ToolGate};
+pub use chain::{HookScope, HookStop, ToolGate};
 pub use observers::{ObserverStats, Observers};
 
 /// One plugin's subscription to one point.

@@ -24,7 +24,7 @@ pub mod types;
 use std::time::Duration;
 
 pub use error::{LlmError, LlmErrorKind};
-pub use fallback::{Chain, RetryPolicy};
+pub use fallback::{Chain, ChainError, RetryPolicy};
 pub use limits::CallLimits;
 pub use types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolDef, Usage,
@@ -113,12 +113,12 @@ impl ProviderConfig {
     pub fn parse(
         spec: &str,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<ProviderConfig, String> {
+    ) -> Result<ProviderConfig, SpecError> {
         let spec = spec.trim();
         let Some((prefix, model)) = spec.split_once(':').filter(|(_, m)| !m.is_empty()) else {
-            return Err(format!(
-                "model {spec:?} is not PROVIDER:MODEL; expected e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5 or scripted:FILE.json"
-            ));
+            return Err(SpecError::NotProviderModel {
+                spec: spec.to_string(),
+            });
         };
         let (kind, url_var, key_var, default_url) = match prefix {
             "openai" => (
@@ -135,9 +135,10 @@ impl ProviderConfig {
             ),
             "scripted" => (ProviderKind::Scripted, "", "", ""),
             other => {
-                return Err(format!(
-                    "model {spec:?} names provider {other:?}; expected openai, anthropic or scripted"
-                ));
+                return Err(SpecError::UnknownProvider {
+                    spec: spec.to_string(),
+                    provider: other.to_string(),
+                });
             }
         };
         let non_empty = |var: &str| env(var).filter(|v| !v.trim().is_empty());
@@ -154,6 +155,17 @@ impl ProviderConfig {
             limits: CallLimits::default(),
         })
     }
+}
+
+/// A `PROVIDER:MODEL` spec that names no candidate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error(
+        "model {spec:?} is not PROVIDER:MODEL; expected e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5 or scripted:FILE.json"
+    )]
+    NotProviderModel { spec: String },
+    #[error("model {spec:?} names provider {provider:?}; expected openai, anthropic or scripted")]
+    UnknownProvider { spec: String, provider: String },
 }
 
 /// `--base-url` given with a chain it cannot apply to.
@@ -195,7 +207,12 @@ pub enum Provider {
 }
 
 impl Provider {
-    pub fn new(config: ProviderConfig, client: reqwest::Client) -> Result<Provider, String> {
+    /// The candidate `config` describes; only a scripted one can fail (its
+    /// script does not read).
+    pub fn new(
+        config: ProviderConfig,
+        client: reqwest::Client,
+    ) -> Result<Provider, scripted::ScriptError> {
         Ok(match config.kind {
             ProviderKind::OpenAi => Provider::OpenAi(openai::OpenAi::new(config, client)),
             ProviderKind::Anthropic => {

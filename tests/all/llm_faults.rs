@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use serde_json::json;
 use wasmclaw::agent::TurnOutcome;
 use wasmclaw::llm::ProviderConfig;
-use wasmclaw::protocol::{EventBody, LlmRetry, TurnStatus};
+use wasmclaw::protocol::{EventBody, LlmRetry, TurnEnd, TurnErrorKind, TurnStatus};
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent, anthropic, drain, kinds, openai};
@@ -415,4 +416,448 @@ async fn a_stream_kept_alive_without_end_fails_at_the_call_deadline_and_is_retri
             "{case}"
         );
     }
+}
+
+/// What a failed turn's reason must be: exactly this, or (where it carries
+/// the operating system's or the HTTP library's words) this start and end.
+enum Reason {
+    Is(&'static str),
+    Around(&'static str, &'static str),
+}
+
+/// One way a provider fails, and the turn it ends.
+struct Fault {
+    name: &'static str,
+    wire: &'static str,
+    stream: bool,
+    replies: Vec<Reply>,
+    setup: fn(&mut ProviderConfig),
+    kind: TurnErrorKind,
+    reason: Reason,
+}
+
+/// `reply` for each of the three tries `quick_retries` makes.
+fn thrice(reply: Reply) -> Vec<Reply> {
+    vec![reply; 3]
+}
+
+fn as_is(_: &mut ProviderConfig) {}
+
+/// The `turn_end` of a turn with no plugins against `candidates`, checked
+/// against the outcome the turn returned.
+async fn failed_turn(dir: &PluginDir, candidates: Vec<ProviderConfig>) -> TurnEnd {
+    let (agent, mut sub) = agent(
+        dir.load().await,
+        candidates,
+        Store::open_in_memory().unwrap(),
+    );
+    let outcome = tokio::time::timeout(Duration::from_secs(30), agent.run_turn("s", "hello"))
+        .await
+        .unwrap();
+    let ends: Vec<TurnEnd> = drain(&mut sub)
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::TurnEnd(end) => Some(end.clone()),
+            _ => None,
+        })
+        .collect();
+    let [end] = ends.as_slice() else {
+        panic!("one turn_end, not {ends:?}");
+    };
+    assert_eq!(
+        (end.status, &end.reason, end.error_kind),
+        (outcome.status, &outcome.reason, outcome.error_kind)
+    );
+    end.clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_provider_failure_ends_the_turn_with_its_error_kind() {
+    let faults = [
+        Fault {
+            name: "401",
+            wire: "openai",
+            stream: true,
+            replies: vec![status(401, "Incorrect API key provided")],
+            setup: as_is,
+            kind: TurnErrorKind::Auth,
+            reason: Reason::Is("openai:m: HTTP 401 Unauthorized: Incorrect API key provided"),
+        },
+        Fault {
+            name: "403",
+            wire: "anthropic",
+            stream: true,
+            replies: vec![status(403, "Your API key may not use this model.")],
+            setup: as_is,
+            kind: TurnErrorKind::Auth,
+            reason: Reason::Is(
+                "anthropic:m: HTTP 403 Forbidden: Your API key may not use this model.",
+            ),
+        },
+        Fault {
+            name: "429, no tries left",
+            wire: "openai",
+            stream: true,
+            replies: thrice(status(429, "slow down")),
+            setup: as_is,
+            kind: TurnErrorKind::RateLimited,
+            reason: Reason::Is(
+                "openai:m: HTTP 429 Too Many Requests: slow down (after 3 attempts)",
+            ),
+        },
+        Fault {
+            name: "529",
+            wire: "anthropic",
+            stream: false,
+            replies: thrice(status(529, "Overloaded")),
+            setup: as_is,
+            kind: TurnErrorKind::Overloaded,
+            reason: Reason::Is("anthropic:m: HTTP 529: Overloaded (after 3 attempts)"),
+        },
+        Fault {
+            name: "503",
+            wire: "openai",
+            stream: false,
+            replies: thrice(status(503, "busy")),
+            setup: as_is,
+            kind: TurnErrorKind::Overloaded,
+            reason: Reason::Is("openai:m: HTTP 503 Service Unavailable: busy (after 3 attempts)"),
+        },
+        Fault {
+            name: "an overloaded_error event",
+            wire: "anthropic",
+            stream: true,
+            replies: thrice(Reply::StreamError {
+                status: 529,
+                error_type: "overloaded_error".into(),
+                message: "Overloaded".into(),
+            }),
+            setup: as_is,
+            kind: TurnErrorKind::Overloaded,
+            reason: Reason::Is(
+                "anthropic:m: the server reported an error: overloaded_error: Overloaded (after 3 attempts)",
+            ),
+        },
+        Fault {
+            name: "OpenAI's context_length_exceeded",
+            wire: "openai",
+            stream: true,
+            replies: vec![Reply::ErrorBody {
+                code: 400,
+                body: json!({"error": {
+                    "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }}),
+            }],
+            setup: as_is,
+            kind: TurnErrorKind::ContextTooLong,
+            reason: Reason::Is(
+                "openai:m: HTTP 400 Bad Request: This model's maximum context length is 128000 tokens. \
+                 However, your messages resulted in 130412 tokens. Please reduce the length of the messages.",
+            ),
+        },
+        Fault {
+            name: "OpenAI's code alone",
+            wire: "openai",
+            stream: false,
+            replies: vec![Reply::ErrorBody {
+                code: 400,
+                body: json!({"error": {
+                    "message": "Your input exceeds the context window of this model.",
+                    "type": "invalid_request_error",
+                    "param": "input",
+                    "code": "context_length_exceeded",
+                }}),
+            }],
+            setup: as_is,
+            kind: TurnErrorKind::ContextTooLong,
+            reason: Reason::Is(
+                "openai:m: HTTP 400 Bad Request: Your input exceeds the context window of this model.",
+            ),
+        },
+        Fault {
+            name: "Anthropic's prompt is too long",
+            wire: "anthropic",
+            stream: true,
+            replies: vec![Reply::ErrorBody {
+                code: 400,
+                body: json!({"type": "error", "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 210000 tokens > 200000 maximum",
+                }}),
+            }],
+            setup: as_is,
+            kind: TurnErrorKind::ContextTooLong,
+            reason: Reason::Is(
+                "anthropic:m: HTTP 400 Bad Request: prompt is too long: 210000 tokens > 200000 maximum",
+            ),
+        },
+        Fault {
+            name: "413",
+            wire: "anthropic",
+            stream: true,
+            replies: vec![status(
+                413,
+                "Request exceeds the maximum allowed number of bytes.",
+            )],
+            setup: as_is,
+            kind: TurnErrorKind::ContextTooLong,
+            reason: Reason::Is(
+                "anthropic:m: HTTP 413 Payload Too Large: Request exceeds the maximum allowed number of bytes.",
+            ),
+        },
+        Fault {
+            name: "a context overflow refused in a stream",
+            wire: "openai",
+            stream: true,
+            replies: vec![Reply::StreamError {
+                status: 400,
+                error_type: "invalid_request_error".into(),
+                message: "This model's maximum context length is 8192 tokens.".into(),
+            }],
+            setup: as_is,
+            kind: TurnErrorKind::ContextTooLong,
+            reason: Reason::Is(
+                "openai:m: the server reported an error: invalid_request_error: This model's maximum context length is 8192 tokens.",
+            ),
+        },
+        Fault {
+            name: "400",
+            wire: "openai",
+            stream: true,
+            replies: vec![status(400, "Invalid value for 'tool_choice'")],
+            setup: as_is,
+            kind: TurnErrorKind::BadRequest,
+            reason: Reason::Is("openai:m: HTTP 400 Bad Request: Invalid value for 'tool_choice'"),
+        },
+        Fault {
+            name: "a request refused in a stream",
+            wire: "anthropic",
+            stream: true,
+            replies: vec![Reply::StreamError {
+                status: 400,
+                error_type: "invalid_request_error".into(),
+                message: "messages: roles must alternate".into(),
+            }],
+            setup: as_is,
+            kind: TurnErrorKind::BadRequest,
+            reason: Reason::Is(
+                "anthropic:m: the server reported an error: invalid_request_error: messages: roles must alternate",
+            ),
+        },
+        Fault {
+            name: "a closed port",
+            wire: "openai",
+            stream: true,
+            replies: vec![],
+            setup: |c| {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                c.base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+            },
+            kind: TurnErrorKind::Network,
+            reason: Reason::Around(
+                "openai:m: could not reach the server: error sending request for url (http://127.0.0.1:",
+                "Connection refused (os error 111) (after 3 attempts)",
+            ),
+        },
+        Fault {
+            name: "no response in time",
+            wire: "openai",
+            stream: true,
+            replies: thrice(Reply::Delay(
+                Duration::from_secs(3),
+                Box::new(Reply::text("late")),
+            )),
+            setup: |c| c.timeout = Duration::from_millis(200),
+            kind: TurnErrorKind::Timeout,
+            reason: Reason::Is("openai:m: no response within 200 ms (after 3 attempts)"),
+        },
+        Fault {
+            name: "a stream cut mid-way",
+            wire: "openai",
+            stream: true,
+            replies: thrice(Reply::CutMidStream),
+            setup: as_is,
+            kind: TurnErrorKind::CutStream,
+            reason: Reason::Around(
+                "openai:m: the connection was cut mid-stream: ",
+                " (after 3 attempts)",
+            ),
+        },
+        Fault {
+            name: "a body cut mid-way",
+            wire: "anthropic",
+            stream: false,
+            replies: thrice(Reply::CutMidStream),
+            setup: as_is,
+            kind: TurnErrorKind::CutStream,
+            reason: Reason::Around(
+                "anthropic:m: the connection was cut mid-reply: ",
+                " (after 3 attempts)",
+            ),
+        },
+        Fault {
+            name: "500",
+            wire: "openai",
+            stream: true,
+            replies: thrice(status(500, "boom")),
+            setup: as_is,
+            kind: TurnErrorKind::Provider,
+            reason: Reason::Is("openai:m: HTTP 500 Internal Server Error: boom (after 3 attempts)"),
+        },
+        Fault {
+            name: "a malformed body",
+            wire: "openai",
+            stream: false,
+            replies: thrice(Reply::Malformed),
+            setup: as_is,
+            kind: TurnErrorKind::Provider,
+            reason: Reason::Is(
+                "openai:m: the reply is not the expected JSON (key must be a string at line 1 column 2): {not json (after 3 attempts)",
+            ),
+        },
+        Fault {
+            name: "a server error event",
+            wire: "openai",
+            stream: true,
+            replies: thrice(Reply::LlamaCppError {
+                message: "the slot is busy".into(),
+            }),
+            setup: as_is,
+            kind: TurnErrorKind::Provider,
+            reason: Reason::Is(
+                "openai:m: the server reported an error: server_error: the slot is busy (after 3 attempts)",
+            ),
+        },
+        Fault {
+            name: "a reply past its bound",
+            wire: "anthropic",
+            stream: true,
+            replies: vec![Reply::text("far more than sixteen bytes of text")],
+            setup: |c| c.limits.max_text = 16,
+            kind: TurnErrorKind::ReplyTooLarge,
+            reason: Reason::Is(
+                "anthropic:m: the reply's text passed its bound of 16 bytes (--max-reply-text)",
+            ),
+        },
+        Fault {
+            name: "no key",
+            wire: "anthropic",
+            stream: true,
+            replies: vec![],
+            setup: |c| c.api_key = None,
+            kind: TurnErrorKind::Config,
+            reason: Reason::Is("anthropic:m: ANTHROPIC_API_KEY is not set"),
+        },
+    ];
+    let dir = PluginDir::new();
+    for fault in faults {
+        let name = fault.name;
+        let fake = FakeModel::start(fault.replies).await;
+        let mut candidate = candidate(fault.wire, &fake, fault.stream);
+        (fault.setup)(&mut candidate);
+        let end = failed_turn(&dir, vec![candidate]).await;
+        assert_eq!(
+            (end.status, end.error_kind),
+            (TurnStatus::Error, Some(fault.kind)),
+            "{name}: {}",
+            end.reason
+        );
+        match fault.reason {
+            Reason::Is(reason) => assert_eq!(end.reason, reason, "{name}"),
+            Reason::Around(start, end_) => assert!(
+                end.reason.starts_with(start) && end.reason.ends_with(end_),
+                "{name}: {}",
+                end.reason
+            ),
+        }
+        assert_eq!(fake.remaining(), 0, "{name}: every reply was asked for");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn when_every_candidate_failed_the_kind_is_the_last_ones() {
+    let first = FakeModel::start(thrice(status(500, "boom"))).await;
+    let second = FakeModel::start(thrice(status(429, "slow down"))).await;
+    let end = failed_turn(
+        &PluginDir::new(),
+        vec![openai(&first, "a", true), anthropic(&second, "b", true)],
+    )
+    .await;
+    assert_eq!(
+        (end.status, end.error_kind, end.reason.as_str()),
+        (
+            TurnStatus::Error,
+            Some(TurnErrorKind::RateLimited),
+            "every model candidate failed: openai:a: HTTP 500 Internal Server Error: boom (after 3 attempts); \
+             anthropic:b: HTTP 429 Too Many Requests: slow down (after 3 attempts)"
+        )
+    );
+    // A final error ends the call at once: its class, not the earlier one's.
+    let first = FakeModel::start(thrice(status(503, "busy"))).await;
+    let second = FakeModel::start([status(401, "bad key")]).await;
+    let end = failed_turn(
+        &PluginDir::new(),
+        vec![openai(&first, "a", true), openai(&second, "b", true)],
+    )
+    .await;
+    assert_eq!(
+        (end.error_kind, end.reason.as_str()),
+        (
+            Some(TurnErrorKind::Auth),
+            "openai:b: HTTP 401 Unauthorized: bad key"
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn turns_the_host_ends_have_their_error_kind_too() {
+    // A before-llm hook that denies.
+    let dir = PluginDir::new();
+    dir.add_as("hooktest", "gate");
+    dir.grants(
+        "gate",
+        "[hooks]\ntimeout_ms = 10000\n\n[config]\nsubscriptions = [{ point = \"before-llm\", priority = 0 }]\nbefore_llm = { action = \"deny\", reason = \"no model today\" }\n",
+    );
+    let fake = FakeModel::start([Reply::text("never asked")]).await;
+    let end = failed_turn(&dir, vec![openai(&fake, "m", true)]).await;
+    assert_eq!(
+        (end.status, end.error_kind, end.reason.as_str()),
+        (
+            TurnStatus::Error,
+            Some(TurnErrorKind::Hook),
+            "hook 'gate' denied the model request: no model today"
+        )
+    );
+    assert!(fake.requests().is_empty());
+
+    // No answer, even asked once more without tools.
+    let fake = FakeModel::start([Reply::text(""), Reply::text("")]).await;
+    let end = failed_turn(&PluginDir::new(), vec![openai(&fake, "m", true)]).await;
+    assert_eq!(
+        (end.status, end.error_kind, end.reason.as_str()),
+        (
+            TurnStatus::Error,
+            Some(TurnErrorKind::NoAnswer),
+            "the model gave no answer: its reply was empty, and asked once more without tools, it gave no text either"
+        )
+    );
+
+    // The same refused call, again and again.
+    let fake = FakeModel::start(thrice(Reply::tool("c1", "nope", json!({})))).await;
+    let end = failed_turn(&PluginDir::new(), vec![openai(&fake, "m", true)]).await;
+    assert_eq!(
+        (end.status, end.error_kind),
+        (TurnStatus::Error, Some(TurnErrorKind::RepeatedRefusal)),
+        "{}",
+        end.reason
+    );
+    assert!(
+        end.reason
+            .starts_with("the model made the same refused call 3 times (the limit is 3): nope {} was refused with: "),
+        "{}",
+        end.reason
+    );
 }

@@ -115,6 +115,20 @@ pub enum Reply {
     /// OpenAI streamed: a stream of only `data: [DONE]`. Otherwise: an empty
     /// text reply.
     OnlyDone,
+    /// An HTTP error with exactly this JSON body, whatever the format: a
+    /// provider's own error shape (OpenAI's `context_length_exceeded`,
+    /// Anthropic's "prompt is too long").
+    ErrorBody { code: u16, body: Value },
+    /// Streamed: the start of a text reply, then the wire format's error
+    /// event with this error type (Anthropic: `event: error` with `{"type":
+    /// "error", "error": {"type", "message"}}`, as its `overloaded_error`
+    /// comes; OpenAI: a chunk `{"error": {"type", "message", "code":
+    /// null}}`). Not streamed: HTTP `status` with that error body.
+    StreamError {
+        status: u16,
+        error_type: String,
+        message: String,
+    },
 }
 
 impl Reply {
@@ -443,6 +457,15 @@ async fn handle(
         Reply::LlamaCppError { message } => shapes::llama_cpp_error(&ctx, stream, &message),
         Reply::BlankData(inner) => shapes::blank_data(&ctx, stream, *inner),
         Reply::KeepAlive { every } => shapes::keep_alive(&ctx, every),
+        Reply::ErrorBody { code, body } => {
+            let status = StatusCode::from_u16(code).expect("a valid HTTP status");
+            (status, Json(body)).into_response()
+        }
+        Reply::StreamError {
+            status,
+            error_type,
+            message,
+        } => shapes::stream_error(&ctx, stream, status, &error_type, &message),
     }
 }
 

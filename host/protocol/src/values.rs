@@ -128,7 +128,9 @@ pub enum Delivery {
 }
 
 /// Why a turn failed, in `turn_end` beside its `reason`: a provider
-/// failure keeps its class up to the turn.
+/// failure keeps its class up to the turn. When every model candidate
+/// failed, it is the class of the last candidate's last failure. The wire
+/// names (`as_str`, snake_case) are stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnErrorKind {
@@ -157,7 +159,12 @@ pub enum TurnErrorKind {
     Config,
     /// A hook stopped the turn (it denied the request or failed closed).
     Hook,
-    /// The host itself failed (a bug: the turn panicked).
+    /// The model gave no answer, even asked once more without tools.
+    NoAnswer,
+    /// The model repeated a refused tool call up to the turn's limit.
+    RepeatedRefusal,
+    /// The host itself failed: the turn panicked, or the session's history
+    /// could not be read or saved.
     Internal,
 }
 
@@ -176,6 +183,8 @@ impl TurnErrorKind {
             TurnErrorKind::ReplyTooLarge => "reply_too_large",
             TurnErrorKind::Config => "config",
             TurnErrorKind::Hook => "hook",
+            TurnErrorKind::NoAnswer => "no_answer",
+            TurnErrorKind::RepeatedRefusal => "repeated_refusal",
             TurnErrorKind::Internal => "internal",
         }
     }

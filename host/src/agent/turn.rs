@@ -39,9 +39,9 @@ mod model_call;
 mod no_answer;
 
 use crate::bus::Scope;
-use crate::hooks::HookScope;
+use crate::hooks::{HookScope, HookStop};
 use crate::llm::types::ToolChoice;
-use crate::llm::{ChatRequest, Message, ToolCall, ToolDef, Usage};
+use crate::llm::{ChainError, ChatRequest, Message, ToolCall, ToolDef, Usage};
 use crate::protocol::{
     EventBody, SteeringInjected, SubturnDelivered, TurnBegin, TurnEnd, TurnErrorKind, TurnStatus,
 };
@@ -126,16 +126,44 @@ pub struct Turn {
 
 /// Why a turn did not complete.
 enum Failure {
-    Error(String),
+    /// The turn's `error_kind` and its reason.
+    Error {
+        kind: TurnErrorKind,
+        reason: String,
+    },
     /// A hard interrupt.
     Aborted,
     BudgetExceeded(String),
     TimedOut,
 }
 
-impl From<String> for Failure {
-    fn from(error: String) -> Failure {
-        Failure::Error(error)
+impl Failure {
+    fn error(kind: TurnErrorKind, reason: impl Into<String>) -> Failure {
+        Failure::Error {
+            kind,
+            reason: reason.into(),
+        }
+    }
+
+    /// The `error_kind` of the turn it ends.
+    fn kind(&self) -> Option<TurnErrorKind> {
+        match self {
+            Failure::Error { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+/// The model chain failed: the class of the failure that ended the call.
+impl From<ChainError> for Failure {
+    fn from(error: ChainError) -> Failure {
+        Failure::error(error.class(), error.to_string())
+    }
+}
+
+impl From<HookStop> for Failure {
+    fn from(stop: HookStop) -> Failure {
+        Failure::error(TurnErrorKind::Hook, stop.to_string())
     }
 }
 
@@ -218,11 +246,10 @@ impl Turn {
         let history = if self.is_child() {
             Vec::new()
         } else {
-            self.agent
-                .store
-                .history(&self.session)
-                .await
-                .map_err(|e| format!("could not read the session's history: {e:#}"))?
+            self.agent.store.history(&self.session).await.map_err(|e| {
+                let reason = format!("could not read the session's history: {e:#}");
+                Failure::error(TurnErrorKind::Internal, reason)
+            })?
         };
         let mut messages = Vec::with_capacity(history.len() + 8);
         if let Some(prompt) = &self.agent.config.system_prompt {
@@ -328,7 +355,7 @@ impl Turn {
                 .refusals
                 .exceeded(self.agent.config.max_repeated_refusals)
             {
-                return Err(Failure::Error(reason));
+                return Err(Failure::error(TurnErrorKind::RepeatedRefusal, reason));
             }
         }
     }
@@ -368,6 +395,7 @@ impl Turn {
         for result in self.control.end(&self.agent.bus) {
             subturn::orphan(&self.agent, &self.control, result);
         }
+        let error_kind = result.as_ref().err().and_then(Failure::kind);
         let (status, reason, answer, mut messages) = match result {
             Ok(answer) => (
                 TurnStatus::Completed,
@@ -375,7 +403,7 @@ impl Turn {
                 Some(answer.text),
                 answer.messages,
             ),
-            Err(Failure::Error(error)) => (TurnStatus::Error, error, None, Vec::new()),
+            Err(Failure::Error { reason, .. }) => (TurnStatus::Error, reason, None, Vec::new()),
             Err(Failure::Aborted) => (
                 TurnStatus::Aborted,
                 "interrupted".to_string(),
@@ -400,7 +428,7 @@ impl Turn {
             turn_id: self.id.clone(),
             status,
             reason,
-            error_kind: None,
+            error_kind,
             answer,
             iterations: self.iterations,
             usage: self.usage,
@@ -421,6 +449,7 @@ impl Turn {
             tracing::error!(turn = %self.id, "could not save the turn: {e:#}");
             outcome.status = TurnStatus::Error;
             outcome.reason = format!("could not save the turn's history: {e:#}");
+            outcome.error_kind = Some(TurnErrorKind::Internal);
             outcome.answer = None;
         }
         self.publish(EventBody::TurnEnd(TurnEnd {

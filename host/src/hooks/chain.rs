@@ -117,6 +117,41 @@ impl Decision<'_> {
     }
 }
 
+/// A `before-llm` or `after-llm` hook ended the turn: the turn's reason, and
+/// its `error_kind` is `hook`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookStop {
+    /// The hook denied the model request or response.
+    #[error("hook '{hook}' denied the model {}: {reason}", object(*.point))]
+    Denied {
+        hook: String,
+        point: HookPoint,
+        reason: String,
+    },
+    /// The hook failed, and it fails closed.
+    #[error("hook '{hook}' failed {} the model {}, and it fails closed: {error}", when(*.point), object(*.point))]
+    FailedClosed {
+        hook: String,
+        point: HookPoint,
+        error: String,
+    },
+}
+
+/// What a model hook at `point` sees: the request or the response.
+fn object(point: HookPoint) -> &'static str {
+    match point {
+        HookPoint::AfterLlm => "response",
+        _ => "request",
+    }
+}
+
+fn when(point: HookPoint) -> &'static str {
+    match point {
+        HookPoint::AfterLlm => "after",
+        _ => "before",
+    }
+}
+
 /// A hook answered with a decision meant for another point: the host's
 /// bindings would have to be broken; treated as the hook failing.
 const WRONG_KIND: &str = "the hook returned a decision of another kind";
@@ -250,7 +285,7 @@ impl HookSet {
         &self,
         hs: &HookScope<'_>,
         mut request: ChatRequest,
-    ) -> Result<ChatRequest, String> {
+    ) -> Result<ChatRequest, HookStop> {
         let hooks = self.at(HookPoint::BeforeLlm);
         if hooks.is_empty() {
             return Ok(request);
@@ -278,19 +313,21 @@ impl HookSet {
                     hs.decision(hook, HookVerdict::Deny, None)
                         .reason(&reason)
                         .publish();
-                    return Err(format!(
-                        "hook '{}' denied the model request: {reason}",
-                        hook.name()
-                    ));
+                    return Err(HookStop::Denied {
+                        hook: hook.name().to_string(),
+                        point: HookPoint::BeforeLlm,
+                        reason,
+                    });
                 }
                 Ok(_) => WRONG_KIND.to_string(),
                 Err(e) => e,
             };
             if hs.failed(hook, None, failure.clone()) {
-                return Err(format!(
-                    "hook '{}' failed before the model request, and it fails closed: {failure}",
-                    hook.name()
-                ));
+                return Err(HookStop::FailedClosed {
+                    hook: hook.name().to_string(),
+                    point: HookPoint::BeforeLlm,
+                    error: failure,
+                });
             }
         }
         Ok(request)
@@ -302,7 +339,7 @@ impl HookSet {
         &self,
         hs: &HookScope<'_>,
         mut response: ChatResponse,
-    ) -> Result<ChatResponse, String> {
+    ) -> Result<ChatResponse, HookStop> {
         let hooks = self.at(HookPoint::AfterLlm);
         if hooks.is_empty() {
             return Ok(response);
@@ -330,19 +367,21 @@ impl HookSet {
                     hs.decision(hook, HookVerdict::Deny, None)
                         .reason(&reason)
                         .publish();
-                    return Err(format!(
-                        "hook '{}' denied the model response: {reason}",
-                        hook.name()
-                    ));
+                    return Err(HookStop::Denied {
+                        hook: hook.name().to_string(),
+                        point: HookPoint::AfterLlm,
+                        reason,
+                    });
                 }
                 Ok(_) => WRONG_KIND.to_string(),
                 Err(e) => e,
             };
             if hs.failed(hook, None, failure.clone()) {
-                return Err(format!(
-                    "hook '{}' failed after the model response, and it fails closed: {failure}",
-                    hook.name()
-                ));
+                return Err(HookStop::FailedClosed {
+                    hook: hook.name().to_string(),
+                    point: HookPoint::AfterLlm,
+                    error: failure,
+                });
             }
         }
         Ok(response)
@@ -353,11 +392,11 @@ impl HookSet {
 fn check_rewrite(
     arguments: &str,
     check: &impl Fn(&str) -> Result<(), ToolError>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     match serde_json::from_str::<serde_json::Value>(arguments) {
         Ok(serde_json::Value::Object(_)) => {}
-        Ok(_) => return Err("expected a JSON object".into()),
-        Err(e) => return Err(format!("not JSON: {e}")),
+        Ok(_) => anyhow::bail!("expected a JSON object"),
+        Err(e) => anyhow::bail!("not JSON: {e}"),
     }
-    check(arguments).map_err(|e| e.message)
+    check(arguments).map_err(|e| anyhow::Error::msg(e.message))
 }

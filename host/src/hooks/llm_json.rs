@@ -54,19 +54,46 @@ pub fn response_json(response: &ChatResponse) -> String {
     .expect("a response serializes")
 }
 
+/// Why a hook's replacement was refused: it names the field and what was
+/// expected.
+#[derive(Debug, thiserror::Error)]
+pub enum BadReplacement {
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("expected a JSON object")]
+    NotAnObject,
+    #[error("{field}: {problem}")]
+    Field { field: String, problem: String },
+}
+
+impl BadReplacement {
+    fn field(field: impl Into<String>, problem: impl Into<String>) -> BadReplacement {
+        BadReplacement::Field {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
 /// The request a hook's replacement describes; `before` is the one it
-/// replaces. The error names the field and what was expected.
-pub fn request_from(json: &str, before: &ChatRequest) -> Result<ChatRequest, String> {
+/// replaces.
+pub fn request_from(json: &str, before: &ChatRequest) -> Result<ChatRequest, BadReplacement> {
     let mut doc = object(json)?;
     let messages: Vec<Message> = required(&mut doc, "messages")?;
     if messages.is_empty() {
-        return Err("messages: expected at least one message".into());
+        return Err(BadReplacement::field(
+            "messages",
+            "expected at least one message",
+        ));
     }
     let names: Vec<String> = required(&mut doc, "tools")?;
     for name in &names {
         if !before.tools.iter().any(|t| &t.name == name) {
-            return Err(format!(
-                "tools: {name:?} is not offered to this turn; a hook may remove tools, not add them"
+            return Err(BadReplacement::field(
+                "tools",
+                format!(
+                    "{name:?} is not offered to this turn; a hook may remove tools, not add them"
+                ),
             ));
         }
     }
@@ -93,17 +120,20 @@ pub fn request_from(json: &str, before: &ChatRequest) -> Result<ChatRequest, Str
 
 /// The response a hook's replacement describes; the usage stays the
 /// model's.
-pub fn response_from(json: &str, before: &ChatResponse) -> Result<ChatResponse, String> {
+pub fn response_from(json: &str, before: &ChatResponse) -> Result<ChatResponse, BadReplacement> {
     let mut doc = object(json)?;
     let tool_calls: Vec<ToolCall> = required(&mut doc, "tool_calls")?;
     for (i, call) in tool_calls.iter().enumerate() {
         if call.id.is_empty() || call.name.is_empty() {
-            return Err(format!("tool_calls[{i}]: expected a non-empty id and name"));
+            return Err(BadReplacement::field(
+                format!("tool_calls[{i}]"),
+                "expected a non-empty id and name",
+            ));
         }
         if tool_calls[..i].iter().any(|c| c.id == call.id) {
-            return Err(format!(
-                "tool_calls[{i}]: the id {:?} is used twice",
-                call.id
+            return Err(BadReplacement::field(
+                format!("tool_calls[{i}]"),
+                format!("the id {:?} is used twice", call.id),
             ));
         }
     }
@@ -116,19 +146,22 @@ pub fn response_from(json: &str, before: &ChatResponse) -> Result<ChatResponse, 
     })
 }
 
-fn object(json: &str) -> Result<Map<String, Value>, String> {
+fn object(json: &str) -> Result<Map<String, Value>, BadReplacement> {
     match serde_json::from_str(json) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err("expected a JSON object".into()),
-        Err(e) => Err(format!("not JSON: {e}")),
+        Ok(_) => Err(BadReplacement::NotAnObject),
+        Err(e) => Err(BadReplacement::NotJson(e)),
     }
 }
 
-fn required<T: DeserializeOwned>(doc: &mut Map<String, Value>, field: &str) -> Result<T, String> {
+fn required<T: DeserializeOwned>(
+    doc: &mut Map<String, Value>,
+    field: &str,
+) -> Result<T, BadReplacement> {
     let value = doc
         .remove(field)
-        .ok_or_else(|| format!("{field}: missing"))?;
-    serde_json::from_value(value).map_err(|e| format!("{field}: {e}"))
+        .ok_or_else(|| BadReplacement::field(field, "missing"))?;
+    serde_json::from_value(value).map_err(|e| BadReplacement::field(field, e.to_string()))
 }
 
 /// `None` when the field is left out; `Some(value)` (which may be null)
@@ -136,9 +169,11 @@ fn required<T: DeserializeOwned>(doc: &mut Map<String, Value>, field: &str) -> R
 fn optional<T: DeserializeOwned>(
     doc: &mut Map<String, Value>,
     field: &str,
-) -> Result<Option<T>, String> {
+) -> Result<Option<T>, BadReplacement> {
     doc.remove(field)
-        .map(|value| serde_json::from_value(value).map_err(|e| format!("{field}: {e}")))
+        .map(|value| {
+            serde_json::from_value(value).map_err(|e| BadReplacement::field(field, e.to_string()))
+        })
         .transpose()
 }
 
@@ -188,7 +223,7 @@ mod tests {
             (Some("m"), Some(100))
         );
 
-        let err = |json| request_from(json, &before).unwrap_err();
+        let err = |json| request_from(json, &before).unwrap_err().to_string();
         assert_eq!(
             err(
                 r#"{"messages":[{"role":"user","content":"x"}],"tools":["add","shell"],"tool_choice":"auto"}"#
@@ -227,7 +262,7 @@ mod tests {
         assert_eq!(after.finish_reason, FinishReason::Stop);
         let twice = r#"{"text":"","tool_calls":[{"id":"a","name":"x","arguments":"{}"},{"id":"a","name":"y","arguments":"{}"}]}"#;
         assert_eq!(
-            response_from(twice, &before).unwrap_err(),
+            response_from(twice, &before).unwrap_err().to_string(),
             "tool_calls[1]: the id \"a\" is used twice"
         );
     }

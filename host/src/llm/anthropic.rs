@@ -459,11 +459,7 @@ impl Accumulator {
     pub fn finish(self) -> Result<ChatResponse, LlmError> {
         if !self.done {
             let message = "the stream ended before the reply was complete";
-            return Err(LlmError::new(
-                &self.candidate,
-                LlmErrorKind::Network,
-                message,
-            ));
+            return Err(LlmError::cut(&self.candidate, message));
         }
         let tool_calls: Vec<ToolCall> = (self.calls.into_values())
             .map(|mut call| {

@@ -11,6 +11,11 @@
 //! their cooldown ends, so a dead provider costs one round of retries, not
 //! one per turn. A final error (400, 401, a missing key) ends the call at
 //! once: another candidate would not fix the request.
+//!
+//! A failed call is a [`ChainError`]: the reason a turn gives, and the
+//! failure that ended the call, whose class ([`LlmError::class`]) the turn
+//! reports as its `error_kind`. When every candidate failed, that is the
+//! last candidate's last failure.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,6 +23,7 @@ use std::time::{Duration, Instant};
 use super::types::{ChatRequest, ChatResponse};
 use super::{LlmError, Provider};
 use crate::plugin::units::duration;
+use crate::protocol::TurnErrorKind;
 
 /// How hard to try.
 #[derive(Debug, Clone)]
@@ -82,6 +88,43 @@ pub struct Retry {
     pub discard_partial: bool,
 }
 
+/// Why a call through the chain failed.
+///
+/// `Display` is the reason a turn gives: the final error alone when one
+/// ended the call at once; else, for a single candidate, its last failure
+/// with how often it was tried (or the wait the server asked for); for
+/// several, `every model candidate failed: ` and each of them.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ChainError {
+    /// The failure that ended the call: a final error, or, when every
+    /// candidate used up its tries, the last candidate's last failure.
+    pub last: LlmError,
+    /// The candidates that used up their tries before the call ended, in
+    /// the order tried.
+    pub tried: Vec<Tried>,
+    message: String,
+}
+
+/// A candidate that used up its tries.
+#[derive(Debug, Clone)]
+pub struct Tried {
+    /// Its last failure.
+    pub error: LlmError,
+    pub attempts: u32,
+    /// The server asked to wait this long, longer than the policy allows.
+    pub asked_to_wait: Option<Duration>,
+}
+
+impl ChainError {
+    /// The class of the failure that ended the call ([`ChainError::last`]):
+    /// when every candidate failed, the last one's, since that is the one
+    /// the turn gave up on.
+    pub fn class(&self) -> TurnErrorKind {
+        self.last.class()
+    }
+}
+
 /// A reply and who gave it.
 #[derive(Debug)]
 pub struct Answered {
@@ -144,9 +187,10 @@ impl Chain {
         &self,
         request: &ChatRequest,
         progress: &mut (dyn FnMut(Progress<'_>) + Send),
-    ) -> Result<Answered, String> {
+    ) -> Result<Answered, ChainError> {
         let order = self.order();
         let mut failures = Vec::new();
+        let mut tried = Vec::new();
         for (index, candidate) in order.iter().enumerate() {
             let name = with_model(candidate.provider.name(), request.model.as_deref());
             let name = name.as_str();
@@ -175,7 +219,13 @@ impl Chain {
                             response,
                         });
                     }
-                    Err(error) if !error.is_retryable() => return Err(error.to_string()),
+                    Err(error) if !error.is_retryable() => {
+                        return Err(ChainError {
+                            message: error.to_string(),
+                            last: error,
+                            tried,
+                        });
+                    }
                     Err(error) => error,
                 };
                 let step = self.backoff(attempt, &error, index + 1 < order.len());
@@ -224,10 +274,21 @@ impl Chain {
                 ),
                 None => format!("{last_error} (after {attempt} attempts)"),
             });
+            tried.push(Tried {
+                error: last_error,
+                attempts: attempt,
+                asked_to_wait: too_long,
+            });
         }
-        Err(match failures.as_slice() {
+        let message = match failures.as_slice() {
             [only] => only.clone(),
             all => format!("every model candidate failed: {}", all.join("; ")),
+        };
+        let last = tried.last().expect("a chain has a candidate").error.clone();
+        Err(ChainError {
+            last,
+            tried,
+            message,
         })
     }
 

@@ -113,7 +113,7 @@ impl Exchange {
                 Err(_) => return Err(self.no_response()),
                 Ok(Err(e)) => {
                     let message = format!("the connection was cut mid-reply: {}", error_chain(&e));
-                    return Err(self.error(LlmErrorKind::Network, message));
+                    return Err(LlmError::cut(&self.candidate, message));
                 }
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(chunk))) => {
@@ -175,11 +175,10 @@ impl Exchange {
             }
         }
         body.truncate(ERROR_BODY_CAP);
-        let mut error = self.error(
-            LlmErrorKind::Status(code),
-            error_message(&String::from_utf8_lossy(&body)),
-        );
+        let body = String::from_utf8_lossy(&body);
+        let mut error = self.error(LlmErrorKind::Status(code), error_message(&body));
         error.retry_after = retry_after;
+        (error.server_type, error.server_code) = error_labels(&body);
         error
     }
 }
@@ -221,8 +220,8 @@ impl WireError {
             Some(Value::Number(n)) => n.to_string(),
             _ => String::new(),
         };
-        let kind = self.kind.unwrap_or_default();
-        let labels = format!("{kind} {code}").to_ascii_lowercase();
+        let server_type = self.kind.unwrap_or_default();
+        let labels = format!("{server_type} {code}").to_ascii_lowercase();
         let overloaded = [
             "overload",
             "rate_limit",
@@ -237,7 +236,7 @@ impl WireError {
         ]
         .iter()
         .any(|word| labels.contains(word));
-        let label = [kind.as_str(), code.as_str()]
+        let label = [server_type.as_str(), code.as_str()]
             .into_iter()
             .find(|s| !s.is_empty());
         let message = self.message.unwrap_or_else(|| "(no message)".into());
@@ -250,7 +249,12 @@ impl WireError {
         } else {
             LlmErrorKind::Refused
         };
-        LlmError::new(candidate, kind, message)
+        let some = |s: String| (!s.is_empty()).then_some(s);
+        LlmError {
+            server_type: some(server_type),
+            server_code: some(code),
+            ..LlmError::new(candidate, kind, message)
+        }
     }
 }
 
@@ -306,6 +310,21 @@ pub fn error_message(body: &str) -> String {
         "" => "(empty body)".to_string(),
         text => snippet(text, ERROR_TEXT_CHARS),
     }
+}
+
+/// The `type` and `code` of the error object in an error body
+/// (`{"error": {"type": ..., "code": ...}}`, both APIs), when it has them;
+/// a numeric code as its digits.
+pub fn error_labels(body: &str) -> (Option<String>, Option<String>) {
+    let Ok(json) = serde_json::from_str::<Value>(body) else {
+        return (None, None);
+    };
+    let label = |pointer: &str| match json.pointer(pointer) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    (label("/error/type"), label("/error/code"))
 }
 
 /// `retry-after` in seconds (integer or fractional); HTTP dates are ignored.
@@ -398,6 +417,48 @@ mod tests {
             bad.message,
             "the server reported an error: invalid_request_error: bad"
         );
+    }
+
+    #[test]
+    fn error_bodies_and_events_keep_the_servers_type_and_code() {
+        let some = |s: &str| Some(s.to_string());
+        let openai = r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        assert_eq!(
+            error_labels(openai),
+            (
+                some("invalid_request_error"),
+                some("context_length_exceeded")
+            )
+        );
+        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
+        assert_eq!(
+            error_labels(anthropic),
+            (some("invalid_request_error"), None)
+        );
+        let llama = r#"{"error":{"code":500,"message":"boom","type":"server_error"}}"#;
+        assert_eq!(error_labels(llama), (some("server_error"), some("500")));
+        assert_eq!(error_labels(r#"{"error":"model not found"}"#), (None, None));
+        assert_eq!(error_labels("<html>bad gateway</html>"), (None, None));
+
+        let event = error_event(
+            "c",
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert_eq!(
+            (event.server_type, event.server_code),
+            (some("overloaded_error"), None)
+        );
+        let event = error_event(
+            "c",
+            r#"{"error":{"code":"context_length_exceeded","message":"too long","type":"invalid_request_error"}}"#,
+        );
+        assert_eq!(event.kind, LlmErrorKind::Refused);
+        assert_eq!(
+            event.class(),
+            crate::protocol::TurnErrorKind::ContextTooLong
+        );
+        let event = error_event("c", "upstream died");
+        assert_eq!((event.server_type, event.server_code), (None, None));
     }
 
     #[test]
@@ -533,6 +594,48 @@ mod tests {
                 .starts_with("the connection was cut mid-stream: "),
             "{}",
             error.message
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cut_stream_is_told_from_a_failed_connection() {
+        let url = serve(vec![(0, SSE_HEAD), (0, "40\r\ndata: tw")], false).await;
+        let exchange = Exchange::new("openai:m", Duration::from_secs(5), CallLimits::default());
+        let mut events = exchange.events(exchange.send(post(&url)).await.unwrap());
+        let error = events.next().await.unwrap_err();
+        assert!(error.mid_reply);
+        assert_eq!(error.class(), crate::protocol::TurnErrorKind::CutStream);
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        drop(listener);
+        let error = exchange.send(post(&url)).await.unwrap_err();
+        assert!(!error.mid_reply);
+        assert_eq!(error.class(), crate::protocol::TurnErrorKind::Network);
+    }
+
+    #[tokio::test]
+    async fn an_error_status_keeps_the_servers_labels() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
+        let response: &'static str = Box::leak(
+            format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_boxed_str(),
+        );
+        let url = serve(vec![(0, response)], false).await;
+        let exchange = Exchange::new("anthropic:m", Duration::from_secs(5), CallLimits::default());
+        let error = exchange.send(post(&url)).await.unwrap_err();
+        assert_eq!(error.kind, LlmErrorKind::Status(400));
+        assert_eq!(error.server_type.as_deref(), Some("invalid_request_error"));
+        assert_eq!(
+            error.class(),
+            crate::protocol::TurnErrorKind::ContextTooLong
+        );
+        assert_eq!(
+            error.to_string(),
+            "anthropic:m: HTTP 400 Bad Request: prompt is too long: 210000 tokens > 200000 maximum"
         );
     }
 

@@ -397,11 +397,7 @@ impl Accumulator {
     pub fn finish(self) -> Result<ChatResponse, LlmError> {
         if !self.done && self.finish_reason.is_none() {
             let message = "the stream ended before the reply was complete";
-            return Err(LlmError::new(
-                &self.candidate,
-                LlmErrorKind::Network,
-                message,
-            ));
+            return Err(LlmError::cut(&self.candidate, message));
         }
         let mut calls = self.calls;
         // In the order asked: by index when the server gave every call one,

@@ -25,7 +25,7 @@
 //! replaced by the latest result of tool NAME. Text is streamed word by
 //! word. Token usage is estimated at four characters a token.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -68,6 +68,24 @@ fn empty_object() -> Value {
     Value::Object(Default::default())
 }
 
+/// A model script that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    #[error("reading the model script {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "the model script {} is not valid: {error}; expected {{\"turns\": [{{\"when\": \"...\", \"replies\": [{{\"text\": \"...\", \"tool_calls\": [{{\"name\": \"...\", \"arguments\": {{}}}}]}}]}}]}}",
+        path.display()
+    )]
+    Invalid {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+}
+
 pub struct Scripted {
     name: String,
     script: Script,
@@ -76,15 +94,15 @@ pub struct Scripted {
 impl Scripted {
     /// Reads the script named by `config.model`; the error names the file
     /// and what is wrong with it.
-    pub fn load(config: &ProviderConfig) -> Result<Scripted, String> {
+    pub fn load(config: &ProviderConfig) -> Result<Scripted, ScriptError> {
         let path = Path::new(&config.model);
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("reading the model script {}: {e}", path.display()))?;
-        let script: Script = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "the model script {} is not valid: {e}; expected {{\"turns\": [{{\"when\": \"...\", \"replies\": [{{\"text\": \"...\", \"tool_calls\": [{{\"name\": \"...\", \"arguments\": {{}}}}]}}]}}]}}",
-                path.display()
-            )
+        let text = std::fs::read_to_string(path).map_err(|error| ScriptError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let script: Script = serde_json::from_str(&text).map_err(|error| ScriptError::Invalid {
+            path: path.to_path_buf(),
+            error,
         })?;
         Ok(Scripted {
             name: config.name(),

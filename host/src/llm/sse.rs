@@ -236,7 +236,7 @@ impl SseStream {
                 }
                 Ok(Some(Err(e))) => {
                     let message = format!("the connection was cut mid-stream: {}", error_chain(&e));
-                    return Err(self.error(LlmErrorKind::Network, message));
+                    return Err(LlmError::cut(&self.candidate, message));
                 }
                 Ok(Some(Ok(chunk))) => chunk,
             };

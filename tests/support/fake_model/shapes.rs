@@ -2,7 +2,8 @@
 //! calls with raw (possibly invalid) arguments, cut at the token limit;
 //! llama.cpp's error events and its refusal of invalid arguments in a
 //! history; blank `data:` lines; streams kept alive without end; tool-call
-//! chunks identified by `id` only.
+//! chunks identified by `id` only; each format's own error event inside a
+//! stream.
 
 use std::time::Duration;
 
@@ -140,6 +141,40 @@ pub(super) fn llama_cpp_error(ctx: &Ctx, stream: bool, message: &str) -> Respons
     };
     events.truncate(keep);
     events.push(failure);
+    sse_response(events, false)
+}
+
+/// The start of a text reply, then the format's own error event of
+/// `error_type`; not streamed, HTTP `status` with that error.
+pub(super) fn stream_error(
+    ctx: &Ctx,
+    stream: bool,
+    status: u16,
+    error_type: &str,
+    message: &str,
+) -> Response {
+    let (error, keep) = match ctx.format {
+        Format::OpenAi => (
+            json!({"error": {"message": message, "type": error_type, "code": null}}),
+            // Role chunk and one delta.
+            2,
+        ),
+        Format::Anthropic => (
+            json!({"type": "error", "error": {"type": error_type, "message": message}}),
+            // message_start, ping, content_block_start and one delta.
+            4,
+        ),
+    };
+    if !stream {
+        let status = StatusCode::from_u16(status).expect("a valid HTTP status");
+        return (status, Json(error)).into_response();
+    }
+    let mut events = events(ctx, "Partial text before the failure.", &[]);
+    events.truncate(keep);
+    events.push(match ctx.format {
+        Format::OpenAi => format!("data: {error}\n\n"),
+        Format::Anthropic => format!("event: error\ndata: {error}\n\n"),
+    });
     sse_response(events, false)
 }
 

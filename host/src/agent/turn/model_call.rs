@@ -27,7 +27,7 @@ use tokio::sync::Notify;
 use super::{Failure, Turn, millis};
 use crate::hooks::HookSet;
 use crate::llm::fallback::Progress;
-use crate::llm::{ChatRequest, ChatResponse};
+use crate::llm::{ChainError, ChatRequest, ChatResponse};
 use crate::protocol::{EventBody, LlmDelta, LlmRequest, LlmResponse, LlmRetry, ToolCallInfo};
 
 /// What became of a model call.
@@ -96,7 +96,7 @@ impl Turn {
 
     /// One model call through the chain, with its events; wound down after a
     /// graceful interrupt (see the module's doc).
-    pub(super) async fn ask(&mut self, request: &ChatRequest) -> Result<Asked, String> {
+    pub(super) async fn ask(&mut self, request: &ChatRequest) -> Result<Asked, ChainError> {
         let iteration = self.iterations;
         self.publish(EventBody::LlmRequest(LlmRequest {
             iteration,

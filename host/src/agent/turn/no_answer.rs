@@ -15,7 +15,7 @@ use super::model_call::Asked;
 use super::{Failure, Turn};
 use crate::hooks::HookSet;
 use crate::llm::{ChatRequest, ChatResponse, Message, ToolCall};
-use crate::protocol::{EventBody, LlmRetry, ToolCallSkipped};
+use crate::protocol::{EventBody, LlmRetry, ToolCallSkipped, TurnErrorKind};
 
 impl Turn {
     /// `reply` (from `model`, to `request`), or, when it is no answer, the
@@ -57,7 +57,7 @@ impl Turn {
         self.skip_calls(&reply.tool_calls, NO_TOOLS_OFFERED);
         reply.tool_calls.clear();
         if reply.text.trim().is_empty() {
-            return Err(Failure::Error(failure(&problem)));
+            return Err(Failure::error(TurnErrorKind::NoAnswer, failure(&problem)));
         }
         Ok(Asked::Reply {
             response: reply,
