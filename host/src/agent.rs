@@ -12,8 +12,9 @@
 //! - [`refusals`]: the loop rule: a turn that repeats a refused tool call.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the model chain,
-//! the event bus and the session store. Front ends submit turns to the
-//! [`crate::scheduler::Scheduler`] and follow them on the bus;
+//! the event bus and the session store. Front ends submit turns through
+//! [`crate::core::Core`] (which runs them on the
+//! [`crate::scheduler::Scheduler`]) and follow them there;
 //! [`Agent::run_turn`] runs one turn directly, outside any schedule.
 
 pub mod arguments;

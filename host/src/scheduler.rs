@@ -1,6 +1,6 @@
 //! The scheduler: many sessions at once, one turn at a time per session.
 //!
-//! Every front end submits [`Op`]s here. The scheduler keeps a table of
+//! Every front end submits [`Op`]s here, through [`crate::core::Core`]. The scheduler keeps a table of
 //! sessions (each with its policy, its running turn and its queue of
 //! follow-ups) and of running turns by id, so every steer and interrupt
 //! reaches the turn it names, never "whichever turn is active".

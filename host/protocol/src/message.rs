@@ -61,3 +61,30 @@ pub struct ToolCall {
     /// or whatever the model produced (checked before the tool runs).
     pub arguments: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Op;
+
+    #[test]
+    fn an_import_carries_the_messages_as_the_history_keeps_them() {
+        let op: Op = serde_json::from_value(serde_json::json!({
+            "type": "import_history", "session": "s",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "",
+                 "tool_calls": [{"id": "c1", "name": "add", "arguments": "{}"}]},
+                {"role": "tool", "tool_call_id": "c1", "name": "add", "content": "3"},
+            ],
+        }))
+        .unwrap();
+        let Op::ImportHistory { session, messages } = &op else {
+            panic!("{op:?}");
+        };
+        assert_eq!(session, "s");
+        assert_eq!(messages.len(), 3);
+        let back = serde_json::to_value(&op).unwrap();
+        assert_eq!(back["messages"][2]["tool_call_id"], "c1");
+        assert!(back["messages"][2].get("is_error").is_none());
+    }
+}
