@@ -17,8 +17,9 @@
 //! An [`Agent`] holds what every turn shares: the plugins, the tool
 //! registry over them and the built-ins, the model chain, the event bus and
 //! the session store. The tool list and the hooks are built once per plugin
-//! set and rebuilt after a reload. Front ends submit turns to the
-//! [`crate::scheduler::Scheduler`] and follow them on the bus;
+//! set and rebuilt after a reload. Front ends submit turns through
+//! [`crate::core::Core`] (which runs them on the
+//! [`crate::scheduler::Scheduler`]) and follow them there;
 //! [`Agent::run_turn`] runs one turn directly, outside any schedule.
 
 pub mod arguments;

@@ -62,7 +62,8 @@ pub struct Filter {
 }
 
 impl Filter {
-    fn wants(&self, event: &Event) -> bool {
+    /// Whether `event` passes the filter.
+    pub fn wants(&self, event: &Event) -> bool {
         if self.no_deltas && matches!(event.body, EventBody::LlmDelta(_)) {
             return false;
         }

@@ -4,6 +4,10 @@
 //! # Layout
 //! - [`protocol`]: the wire types: Ops in, Events out. A crate of its own
 //!   (`wasmclaw-protocol`, serde only) re-exported here.
+//! - [`core`]: the one seam every front end uses: a [`core::Core`] takes
+//!   Ops, gives events (live, or from a seq on, with no gap), waits for
+//!   turns, answers what sessions hold, and shuts the host down. The CLI,
+//!   the HTTP API and the tests use nothing else.
 //! - [`bus`]: the event bus: numbering, fan-out, bounded and lossless delivery.
 //! - [`scheduler`]: sessions and their turns: ordering per session, parallel
 //!   sessions, steering, follow-ups and interrupts.
@@ -25,6 +29,7 @@
 pub mod agent;
 pub mod bus;
 pub mod cli;
+pub mod core;
 pub mod home;
 pub mod hooks;
 pub mod llm;

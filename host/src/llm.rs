@@ -27,7 +27,8 @@ pub use error::{LlmError, LlmErrorKind};
 pub use fallback::{Chain, ChainError, RetryPolicy};
 pub use limits::CallLimits;
 pub use types::{
-    ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolDef, Usage,
+    ChatRequest, ChatResponse, DeltaSink, FinishReason, ForHistory, Message, ToolCall, ToolDef,
+    Usage,
 };
 
 /// Which wire format a candidate speaks.

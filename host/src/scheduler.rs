@@ -1,6 +1,6 @@
 //! The scheduler: many sessions at once, one turn at a time per session.
 //!
-//! Every front end submits [`Op`]s here. The scheduler keeps a table of
+//! Every front end submits [`Op`]s here, through [`crate::core::Core`]. The scheduler keeps a table of
 //! sessions (each with its policy, its running turn and its queue of
 //! follow-ups) and of running turns by id, so every steer and interrupt
 //! reaches the turn it names, never "whichever turn is active".
@@ -34,9 +34,12 @@ use crate::agent::control::{Closed, TurnControl, new_turn_id};
 use crate::agent::turn::Turn;
 use crate::agent::{Agent, SessionHooks};
 use crate::bus::Scope;
+use crate::llm::{Message, Usage};
 use crate::protocol::{
     Accepted, EventBody, FollowUpQueued, InterruptMode, Op, Policy, Refused, Target, TurnEnd,
+    TurnStatus,
 };
+use crate::store::TurnRecord;
 
 /// Limits of the scheduler.
 #[derive(Debug, Clone)]
@@ -188,8 +191,16 @@ impl Scheduler {
     }
 
     /// Does what `op` asks, at once: a turn it starts runs on its own task.
+    /// [`Op::ImportHistory`] writes the session store: it is refused here,
+    /// and done by [`Scheduler::import_history`] (which
+    /// [`crate::core::Core::submit`] calls).
     pub fn submit(&self, op: Op) -> Result<Accepted, Refused> {
         match op {
+            Op::ImportHistory { .. } => Err(Refused::Invalid(
+                "importing history writes the session store: submit it through the core \
+                 (Core::submit), which waits for the store"
+                    .into(),
+            )),
             Op::UserMessage { session, content } => self.inner.message(&session, content, false),
             Op::Steer { session, content } => self.inner.message(&session, content, true),
             Op::Interrupt { target, mode } => self.inner.interrupt(&target, mode),
@@ -198,6 +209,59 @@ impl Scheduler {
                 Ok(Accepted::PolicySet)
             }
         }
+    }
+
+    /// [`Op::ImportHistory`]: `messages` become the history of `session`,
+    /// which must have none (no message, no recorded turn) and no turn
+    /// running or waiting. They are recorded as one turn, `imported`, that
+    /// runs nothing. While the store is written the session counts as busy:
+    /// a message that arrives meanwhile waits as a follow-up and runs once
+    /// the import is done, so it sees the imported history.
+    pub async fn import_history(
+        &self,
+        session: &str,
+        messages: Vec<Message>,
+    ) -> Result<Accepted, Refused> {
+        if messages.is_empty() {
+            return Err(Refused::Invalid(format!(
+                "no messages to import into session '{session}'"
+            )));
+        }
+        let reserved = self.inner.reserve_import(session)?;
+        let store = &self.inner.agent.store;
+        let failed = |e: anyhow::Error| Refused::Failed(format!("{e:#}"));
+        let history = store.history(session).await.map_err(failed)?;
+        let turns = store.turns(session).await.map_err(failed)?;
+        if !history.is_empty() || !turns.is_empty() {
+            return Err(Refused::Invalid(format!(
+                "session '{session}' already has history ({} messages, {} recorded turns); \
+                 history can only be imported into a new session",
+                history.len(),
+                turns.len()
+            )));
+        }
+        let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        let record = TurnRecord {
+            id: new_turn_id(),
+            session: session.to_string(),
+            parent_turn_id: None,
+            input: "(imported history)".into(),
+            status: TurnStatus::Completed,
+            reason: "imported".into(),
+            iterations: 0,
+            usage: Usage::default(),
+            started_at: now.clone(),
+            ended_at: now,
+        };
+        store
+            .commit_turn(&record, &messages)
+            .await
+            .map_err(failed)?;
+        drop(reserved);
+        Ok(Accepted::Imported {
+            turn_id: record.id,
+            messages: messages.len(),
+        })
     }
 
     /// The id of the turn running on `session` (while it can still be
@@ -361,6 +425,48 @@ impl Inner {
         }
         let turn_id = self.start(session.clone(), &mut state, content);
         Ok(Accepted::Started { turn_id })
+    }
+
+    /// Marks `key` busy for an import: refused if the host is closed or the
+    /// session has a turn running or waiting (or a SubTurn running). The
+    /// session is busy until the returned guard is dropped.
+    fn reserve_import(self: &Arc<Self>, key: &str) -> Result<ImportGuard, Refused> {
+        let session = self.session(key)?;
+        let mut state = session.state();
+        self.refuse_if_closed()?;
+        if !state.idle() {
+            return Err(Refused::Invalid(format!(
+                "session '{key}' has a turn running or waiting; history can only be imported \
+                 into a new session"
+            )));
+        }
+        state.busy = true;
+        self.track(true, &state);
+        drop(state);
+        Ok(ImportGuard {
+            inner: self.clone(),
+            session,
+        })
+    }
+
+    /// An import is over (done, refused or dropped): the messages that
+    /// arrived meanwhile run, in order; else the session is idle.
+    fn end_import(self: &Arc<Self>, session: &Arc<Session>) {
+        let mut state = session.state();
+        if self.closed.load(Ordering::SeqCst) {
+            let dropped: Vec<Queued> = state.queue.drain(..).collect();
+            self.not_run(session, dropped, "the host shut down before it ran");
+        }
+        match state.queue.pop_front() {
+            Some(next) => {
+                let turn = self.new_turn(session, &mut state, next.turn_id);
+                tokio::spawn(self.clone().drive(session.clone(), turn, next.content));
+            }
+            None => {
+                state.busy = false;
+                self.track(false, &state);
+            }
+        }
     }
 
     fn refuse_if_closed(&self) -> Result<(), Refused> {
@@ -613,6 +719,19 @@ impl Inner {
             turn_id: turn.id.clone(),
             discarded,
         })
+    }
+}
+
+/// Holds a session busy while its history is imported; dropping it (the
+/// import done, refused, or its caller gone) ends the import.
+struct ImportGuard {
+    inner: Arc<Inner>,
+    session: Arc<Session>,
+}
+
+impl Drop for ImportGuard {
+    fn drop(&mut self) {
+        self.inner.end_import(&self.session);
     }
 }
 

@@ -1,8 +1,9 @@
 //! `wasmclaw serve`: the HTTP API.
 //!
-//! A front end like the CLI: it submits [`crate::protocol::Op`]s to the
-//! [`Scheduler`] and reads [`crate::protocol::Event`]s from the bus and the
-//! event log. Every route but `/healthz` needs the bearer token.
+//! A front end like the CLI: it holds a [`Core`] and nothing else of the
+//! host, submits [`crate::protocol::Op`]s to it and reads
+//! [`crate::protocol::Event`]s from it. Every route but `/healthz` needs the
+//! bearer token.
 //!
 //! - [`sessions`]: messages, steering, interrupts, policy, a session's
 //!   history and live turn tree.
@@ -34,9 +35,7 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::InterruptMode;
-use crate::scheduler::Scheduler;
-use crate::store::EventLog;
+use crate::core::Core;
 
 pub use error::ApiError;
 
@@ -76,8 +75,7 @@ pub struct Api {
 }
 
 struct Shared {
-    scheduler: Scheduler,
-    log: EventLog,
+    core: Core,
     config: ServerConfig,
     metrics: metrics::Metrics,
     /// Fires once the host has wound down: event streams end.
@@ -86,14 +84,13 @@ struct Shared {
 }
 
 impl Api {
-    /// The API over `scheduler`, whose agent's events `log` writes. Starts
-    /// the metrics task: call within a Tokio runtime.
-    pub fn new(scheduler: Scheduler, log: EventLog, config: ServerConfig) -> Api {
-        let metrics = metrics::Metrics::start(scheduler.agent().bus());
+    /// The API over `core`. Starts the metrics task: call within a Tokio
+    /// runtime.
+    pub fn new(core: Core, config: ServerConfig) -> Api {
+        let metrics = metrics::Metrics::start(&core);
         Api {
             inner: Arc::new(Shared {
-                scheduler,
-                log,
+                core,
                 config,
                 metrics,
                 stopped: CancellationToken::new(),
@@ -102,8 +99,8 @@ impl Api {
         }
     }
 
-    pub fn scheduler(&self) -> &Scheduler {
-        &self.inner.scheduler
+    pub fn core(&self) -> &Core {
+        &self.inner.core
     }
 
     fn config(&self) -> &ServerConfig {
@@ -141,29 +138,7 @@ impl Api {
     /// down, stops those still running after the grace period, flushes the
     /// event log, then ends the event streams.
     pub async fn shut_down(&self) {
-        let scheduler = self.scheduler();
-        scheduler.close();
-        let asked = scheduler.interrupt_all(InterruptMode::Graceful);
-        tracing::info!("shutting down: {asked} running turns asked to wind down");
-        let grace = self.config().shutdown_grace;
-        if tokio::time::timeout(grace, scheduler.until_all_idle())
-            .await
-            .is_err()
-        {
-            let stopped = scheduler.interrupt_all(InterruptMode::Hard);
-            tracing::warn!(
-                "shutting down: {stopped} turns still running after {grace:?} were stopped"
-            );
-            if tokio::time::timeout(Duration::from_secs(5), scheduler.until_all_idle())
-                .await
-                .is_err()
-            {
-                tracing::error!("shutting down: some turns did not end after being stopped");
-            }
-        }
-        scheduler.agent().close_observers().await;
-        let bus = scheduler.agent().bus();
-        self.inner.log.flush(bus.last_seq()).await;
+        self.core().shut_down(self.config().shutdown_grace).await;
         self.inner.stopped.cancel();
     }
 }
@@ -191,8 +166,8 @@ pub async fn serve(
 
 async fn healthz(State(api): State<Api>) -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({
-        "status": if api.scheduler().is_closed() { "stopping" } else { "ok" },
-        "plugins": if api.scheduler().agent().plugins().is_scanned() { "loaded" } else { "loading" },
+        "status": if api.core().is_closed() { "stopping" } else { "ok" },
+        "plugins": if api.core().plugins_scanned() { "loaded" } else { "loading" },
         "uptime_s": api.inner.started.elapsed().as_secs(),
     }))
 }
@@ -200,7 +175,5 @@ async fn healthz(State(api): State<Api>) -> axum::Json<serde_json::Value> {
 /// `GET /v1/plugins`: every file of the plugin directory, as `wasmclaw
 /// plugins list --json` prints it.
 async fn plugins(State(api): State<Api>) -> axum::Json<serde_json::Value> {
-    let catalog = api.scheduler().agent().plugins().catalog();
-    let list: Vec<_> = catalog.plugins.iter().map(|s| s.info()).collect();
-    axum::Json(serde_json::json!({ "plugins": list }))
+    axum::Json(serde_json::json!({ "plugins": api.core().plugins() }))
 }

@@ -111,6 +111,9 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE turns_new RENAME TO turns;
     CREATE INDEX turns_by_session ON turns (session, started_at);
     CREATE INDEX turns_by_parent ON turns (parent_turn_id);",
+    // 3: a turn's `turn_end` found by its id (`Core::wait_turn` for a turn
+    // that has already ended), indexing only those events.
+    "CREATE INDEX turn_ends ON events (turn_id) WHERE type = 'turn_end';",
 ];
 
 /// One finished turn, as the turns table keeps it.
@@ -465,6 +468,24 @@ impl Store {
         })
         .await
         .context("reading the event log")
+    }
+
+    /// The stored `turn_end` of the turn `turn_id`, if it has one.
+    pub async fn turn_end(&self, turn_id: &str) -> Result<Option<Event>> {
+        let id = turn_id.to_string();
+        self.with_conn(move |conn| {
+            let json: Option<String> = conn
+                .prepare_cached(
+                    "SELECT json FROM events WHERE turn_id = ?1 AND type = 'turn_end'
+                     ORDER BY seq LIMIT 1",
+                )?
+                .query_row([&id], |row| row.get(0))
+                .optional()?;
+            json.map(|json| serde_json::from_str(&json).context("not a valid event"))
+                .transpose()
+        })
+        .await
+        .with_context(|| format!("reading the end of turn {turn_id}"))
     }
 }
 

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wasmclaw::agent::{Agent, AgentConfig};
+use wasmclaw::core::Core;
 use wasmclaw::llm::Message;
 use wasmclaw::plugin::ErrorKind;
 use wasmclaw::protocol::{
     Accepted, Event, EventBody, FollowUpQueued, InterruptMode, Op, Policy, Refused,
     SteeringInjected, Target, ToolCallEnd, ToolCallSkipped, TurnBegin, TurnEnd, TurnStatus,
 };
-use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
+use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, drain, kinds, openai, until};
@@ -52,7 +53,7 @@ async fn plugins(dir: &PluginDir, gates: &ToolGates) -> Arc<wasmclaw::plugin::Pl
 
 struct Setup {
     agent: Arc<Agent>,
-    scheduler: Scheduler,
+    scheduler: Core,
     events: wasmclaw::bus::Subscription,
     /// The gates hostile's `wait_gate` calls wait at.
     gates: ToolGates,
@@ -68,7 +69,7 @@ async fn setup(fake: &FakeModel, config: AgentConfig, limits: SchedulerConfig) -
         Store::open_in_memory().unwrap(),
         config,
     );
-    let scheduler = Scheduler::new(agent.clone(), limits);
+    let scheduler = Core::new(agent.clone(), limits);
     Setup {
         agent,
         scheduler,
@@ -78,7 +79,7 @@ async fn setup(fake: &FakeModel, config: AgentConfig, limits: SchedulerConfig) -
     }
 }
 
-async fn idle(scheduler: &Scheduler) {
+async fn idle(scheduler: &Core) {
     tokio::time::timeout(LIMIT, scheduler.until_all_idle())
         .await
         .expect("every session went idle in time");
@@ -130,13 +131,14 @@ async fn two_hundred_sessions_of_three_messages_each_keep_order_and_lose_nothing
                     session: key.clone(),
                     policy: Policy::FollowUp,
                 };
-                assert_eq!(scheduler.submit(set), Ok(Accepted::PolicySet));
+                assert_eq!(scheduler.submit(set).await, Ok(Accepted::PolicySet));
             }
             let mut acks = Vec::new();
             for m in 0..3 {
                 acks.push(
                     scheduler
                         .submit(message(&key, &format!("{key} m{m}")))
+                        .await
                         .unwrap(),
                 );
                 // Some messages land in a running turn, some after it.
@@ -249,17 +251,20 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
         session: "f".into(),
         policy: Policy::FollowUp,
     };
-    scheduler.submit(set).unwrap();
+    scheduler.submit(set).await.unwrap();
 
-    let first = scheduler.submit(message("f", "first")).unwrap();
+    let first = scheduler.submit(message("f", "first")).await.unwrap();
     assert!(matches!(first, Accepted::Started { .. }));
     let mut seen = until(&mut events, LIMIT, is("turn_begin")).await;
-    let queued = |content: &str, expected: usize| match scheduler.submit(message("f", content)) {
+    let queued = async |content: &str, expected: usize| match scheduler
+        .submit(message("f", content))
+        .await
+    {
         Ok(Accepted::Queued { turn_id, position }) if position == expected => turn_id,
         other => panic!("{content}: expected queued at {expected}, got {other:?}"),
     };
-    let second = queued("second", 1);
-    let third = queued("third", 2);
+    let second = queued("second", 1).await;
+    let third = queued("third", 2).await;
     // The queued turns' ids are known before they run, and shown live.
     let live = scheduler.live("f").unwrap();
     assert_eq!(
@@ -270,7 +275,7 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
         ]
     );
     assert_eq!(
-        scheduler.submit(message("f", "fourth")),
+        scheduler.submit(message("f", "fourth")).await,
         Err(Refused::QueueFull(
             "session 'f' already has 2 follow-up messages queued, its limit; send again when one has run"
                 .into()
@@ -337,7 +342,10 @@ async fn steering_during_tool_calls_skips_the_calls_not_started() {
         ..
     } = setup(&fake, config, SchedulerConfig::default()).await;
 
-    let Accepted::Started { turn_id } = scheduler.submit(message("t", "sleep thrice")).unwrap()
+    let Accepted::Started { turn_id } = scheduler
+        .submit(message("t", "sleep thrice"))
+        .await
+        .unwrap()
     else {
         panic!("no turn started");
     };
@@ -347,7 +355,10 @@ async fn steering_during_tool_calls_skips_the_calls_not_started() {
         session: "t".into(),
         content: "stop sleeping".into(),
     };
-    assert_eq!(scheduler.submit(steer), Ok(Accepted::Steered { turn_id }));
+    assert_eq!(
+        scheduler.submit(steer).await,
+        Ok(Accepted::Steered { turn_id })
+    );
     // c2 and c3 would end at once if they ran (and the sequence below
     // would show it).
     for gate in ["c1", "c2", "c3"] {
@@ -408,10 +419,10 @@ async fn steering_during_the_reply_keeps_the_turn_going_after_its_answer() {
         ..
     } = setup(&fake, AgentConfig::default(), SchedulerConfig::default()).await;
 
-    scheduler.submit(message("r", "question")).unwrap();
+    scheduler.submit(message("r", "question")).await.unwrap();
     until(&mut events, LIMIT, is("llm_request")).await;
     assert!(matches!(
-        scheduler.submit(message("r", "and also this")),
+        scheduler.submit(message("r", "and also this")).await,
         Ok(Accepted::Steered { .. })
     ));
     first_answer.open();
@@ -465,7 +476,10 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
         ..
     } = setup(&fake, config, SchedulerConfig::default()).await;
 
-    let Accepted::Started { turn_id } = scheduler.submit(message("g", "sleep thrice")).unwrap()
+    let Accepted::Started { turn_id } = scheduler
+        .submit(message("g", "sleep thrice"))
+        .await
+        .unwrap()
     else {
         panic!("no turn started");
     };
@@ -476,7 +490,9 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
     })
     .await;
     assert_eq!(
-        scheduler.submit(interrupt(session("g"), InterruptMode::Graceful)),
+        scheduler
+            .submit(interrupt(session("g"), InterruptMode::Graceful))
+            .await,
         Ok(Accepted::Interrupted {
             turn_id: turn_id.clone(),
             discarded: vec![]
@@ -484,7 +500,7 @@ async fn a_graceful_interrupt_lets_running_tools_finish_then_asks_for_a_last_ans
     );
     // The turn is winding down: a new message waits for a turn of its own.
     assert!(matches!(
-        scheduler.submit(message("g", "next")),
+        scheduler.submit(message("g", "next")).await,
         Ok(Accepted::Queued { position: 1, .. })
     ));
     // c1 and c2 hold their slots until both ops are in; then c1 ends, and
@@ -570,16 +586,17 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
         ..
     } = setup(&fake, AgentConfig::default(), SchedulerConfig::default()).await;
 
-    scheduler.submit(message("a", "hi")).unwrap();
+    scheduler.submit(message("a", "hi")).await.unwrap();
     idle(&scheduler).await;
     let before = agent.store().history("a").await.unwrap();
     assert_eq!(before.len(), 2);
     drain(&mut events);
 
-    let Accepted::Started { turn_id } = scheduler.submit(message("a", "spin")).unwrap() else {
+    let Accepted::Started { turn_id } = scheduler.submit(message("a", "spin")).await.unwrap()
+    else {
         panic!("no turn started");
     };
-    scheduler.submit(message("b", "slow")).unwrap();
+    scheduler.submit(message("b", "slow")).await.unwrap();
     // Both sessions are in their tool calls; b's waits at its gate until a
     // has been interrupted.
     let (mut a_begun, mut b_begun) = (false, false);
@@ -594,15 +611,17 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
     gates.wait_started("slow", LIMIT).await;
     // Pending steering goes with the turn, and says so.
     assert!(matches!(
-        scheduler.submit(message("a", "never mind")),
+        scheduler.submit(message("a", "never mind")).await,
         Ok(Accepted::Steered { .. })
     ));
     let asked = Instant::now();
     assert_eq!(
-        scheduler.submit(interrupt(
-            Target::Turn(turn_id.clone()),
-            InterruptMode::Hard
-        )),
+        scheduler
+            .submit(interrupt(
+                Target::Turn(turn_id.clone()),
+                InterruptMode::Hard
+            ))
+            .await,
         Ok(Accepted::Interrupted {
             turn_id: turn_id.clone(),
             discarded: vec!["never mind".into()]
@@ -650,7 +669,7 @@ async fn a_hard_interrupt_stops_a_spinning_plugin_at_once_and_rolls_the_turn_bac
         EventBody::TurnEnd(TurnEnd { status: TurnStatus::Completed, answer: Some(a), .. }) if a == "slow done"
     ));
     assert!(!kinds(&b).contains(&"interrupt_received"));
-    scheduler.submit(message("a", "hi again")).unwrap();
+    scheduler.submit(message("a", "hi again")).await.unwrap();
     idle(&scheduler).await;
     assert_eq!(agent.store().history("a").await.unwrap().len(), 4);
 }
@@ -660,31 +679,33 @@ async fn an_interrupt_without_an_active_turn_says_so() {
     let fake = fake_model(|_, _| Reply::text("done")).await;
     let Setup { scheduler, .. } =
         setup(&fake, AgentConfig::default(), SchedulerConfig::default()).await;
-    let no_active = |op| match scheduler.submit(op) {
+    let no_active = async |op: Op| match scheduler.submit(op).await {
         Err(Refused::NoActiveTurn(message)) => message,
         other => panic!("expected no active turn, got {other:?}"),
     };
     assert_eq!(
-        no_active(interrupt(session("nobody"), InterruptMode::Hard)),
+        no_active(interrupt(session("nobody"), InterruptMode::Hard)).await,
         "no active turn on session 'nobody'"
     );
-    let Accepted::Started { turn_id } = scheduler.submit(message("done", "hi")).unwrap() else {
+    let Accepted::Started { turn_id } = scheduler.submit(message("done", "hi")).await.unwrap()
+    else {
         panic!("no turn started");
     };
     idle(&scheduler).await;
     assert_eq!(
-        no_active(interrupt(session("done"), InterruptMode::Graceful)),
+        no_active(interrupt(session("done"), InterruptMode::Graceful)).await,
         "no active turn on session 'done'"
     );
     assert_eq!(
         no_active(interrupt(
             Target::Turn(turn_id.clone()),
             InterruptMode::Hard
-        )),
+        ))
+        .await,
         format!("no active turn with id '{turn_id}': it has ended, or never existed")
     );
     assert_eq!(
-        scheduler.submit(message(" ", "hi")),
+        scheduler.submit(message(" ", "hi")).await,
         Err(Refused::Invalid(
             "the session key is empty; name the session".into()
         ))
@@ -721,9 +742,9 @@ async fn an_interrupt_racing_the_end_of_a_turn_either_lands_or_is_refused() {
         } else {
             InterruptMode::Hard
         };
-        scheduler.submit(message(&key, "hi")).unwrap();
+        scheduler.submit(message(&key, "hi")).await.unwrap();
         let mut all = race_point(&mut events, round).await;
-        let ack = scheduler.submit(interrupt(session(&key), mode));
+        let ack = scheduler.submit(interrupt(session(&key), mode)).await;
         idle(&scheduler).await;
         all.extend(drain(&mut events));
         let ends: Vec<_> = all
@@ -789,13 +810,13 @@ async fn steering_racing_the_end_of_a_turn_is_answered_exactly_once() {
     let mut outcomes: HashMap<&str, usize> = HashMap::new();
     for round in 0..100 {
         let key = format!("s{round}");
-        scheduler.submit(message(&key, "first")).unwrap();
+        scheduler.submit(message(&key, "first")).await.unwrap();
         let mut all = race_point(&mut events, round).await;
         let steer = Op::Steer {
             session: key.clone(),
             content: "late".into(),
         };
-        let ack = scheduler.submit(steer).unwrap();
+        let ack = scheduler.submit(steer).await.unwrap();
         idle(&scheduler).await;
         all.extend(drain(&mut events));
         let begins: Vec<_> = all
@@ -860,11 +881,11 @@ async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
         mut events,
         ..
     } = setup(&fake, config, SchedulerConfig::default()).await;
-    scheduler.submit(message("l", "question")).unwrap();
+    scheduler.submit(message("l", "question")).await.unwrap();
     let mut seen = until(&mut events, LIMIT, is("llm_request")).await;
     // The turn's only (so last) model call has begun: too late to steer.
     assert!(matches!(
-        scheduler.submit(message("l", "one more")),
+        scheduler.submit(message("l", "one more")).await,
         Ok(Accepted::Queued { position: 1, .. })
     ));
     only_answer.open();

@@ -100,14 +100,19 @@ async fn until_turn_end(stream: &mut Events, turn_id: &str) -> Vec<(u64, Event, 
 
 /// Every stored event of `key`, once the event log has caught up.
 async fn stored(server: &TestServer, key: &str) -> Vec<Event> {
-    let bus = server.agent.bus().clone();
-    let store = server.agent.store().clone();
-    let last = bus.last_seq();
-    assert!(
-        eventually(LIMIT, || { store.last_seq().unwrap() >= last }).await,
-        "the event log catches up"
-    );
-    store.events(Some(key), 0, usize::MAX).await.unwrap()
+    tokio::time::timeout(LIMIT, server.core.flush_events())
+        .await
+        .expect("the event log catches up");
+    let filter = wasmclaw::bus::Filter {
+        session: Some(key.to_string()),
+        ..Default::default()
+    };
+    let mut events = server.core.subscribe(filter, Some(0));
+    let mut stored = Vec::new();
+    while let Some(event) = events.try_next().await {
+        stored.push((*event).clone());
+    }
+    stored
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -352,17 +357,11 @@ async fn interrupts_name_the_session_or_the_turn() {
     };
     assert!(
         eventually(LIMIT, || {
-            server
-                .api
-                .scheduler()
-                .live("i")
-                .is_some_and(|l| l.queued.len() == 1)
+            server.core.live("i").is_some_and(|l| l.queued.len() == 1)
         })
         .await
     );
-    let queued = server.api.scheduler().live("i").unwrap().queued[0]
-        .0
-        .clone();
+    let queued = server.core.live("i").unwrap().queued[0].0.clone();
 
     let (status, body) = post(
         &server,
@@ -398,8 +397,8 @@ async fn interrupts_name_the_session_or_the_turn() {
             "reason": format!("not run: a hard interrupt of turn {turn_id} discarded it"),
         })
     );
-    let scheduler = server.api.scheduler().clone();
-    tokio::time::timeout(LIMIT, scheduler.until_idle("i"))
+    let core = server.core.clone();
+    tokio::time::timeout(LIMIT, core.until_idle("i"))
         .await
         .unwrap();
     let (status, body) = post(
@@ -462,7 +461,7 @@ async fn a_session_shows_its_history_recorded_tree_and_live_tree() {
             }]
         })
     );
-    tokio::time::timeout(LIMIT, server.api.scheduler().until_idle("t"))
+    tokio::time::timeout(LIMIT, server.core.until_idle("t"))
         .await
         .unwrap();
     let (status, session) = get(&server, "/v1/sessions/t").await;
@@ -728,7 +727,7 @@ async fn bad_requests_get_a_json_error_and_the_server_goes_on() {
         assert_eq!(got, body, "{what}");
     }
     // Nothing of that reached the scheduler, and the server still works.
-    assert!(server.api.scheduler().live("s").is_none());
+    assert!(server.core.live("s").is_none());
     let (status, answer) = post(
         &server,
         "/v1/sessions/s/messages?wait=true",
@@ -784,7 +783,7 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
     let client = server.client();
     let messages = server.at("/v1/sessions/other/messages");
     let stopping = tokio::spawn(server.stop());
-    assert!(eventually(LIMIT, || api.scheduler().is_closed()).await);
+    assert!(eventually(LIMIT, || api.core().is_closed()).await);
     // While winding down: new messages are refused, the health says so.
     let refused = client
         .post(&messages)

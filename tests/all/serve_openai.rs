@@ -152,14 +152,14 @@ async fn the_openai_python_sdk_streamed_and_not() {
     // Each completion was a turn of a session of its own (and the failed
     // one was not sent again); the one with a history has the imported turn
     // first.
-    let store = server.agent.store();
-    let sessions = store.sessions().await.unwrap();
+    let core = &server.core;
+    let sessions = core.sessions().await.unwrap();
     assert_eq!(sessions.len(), 3, "{sessions:?}");
     let mut by_input = HashMap::new();
     for session in &sessions {
         assert!(session.key.starts_with("openai-"), "{}", session.key);
-        let turns = store.turns(&session.key).await.unwrap();
-        let history = store.history(&session.key).await.unwrap();
+        let turns = core.turns(&session.key).await.unwrap();
+        let history = core.history(&session.key).await.unwrap();
         by_input.insert(turns.last().unwrap().input.clone(), (turns, history));
     }
     let mut session = |input: &str| by_input.remove(input).expect(input);

@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use wasmclaw::agent::AgentConfig;
 use wasmclaw::agent::subturn::SubTurnLimits;
 use wasmclaw::bus::Subscription;
+use wasmclaw::core::Core;
 use wasmclaw::protocol::{Event, EventBody, Op, SubturnEnd, TurnEnd, TurnStatus};
-use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
+use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, drain, openai};
@@ -63,7 +64,7 @@ async fn model(script: Vec<Reply>) -> FakeModel {
 }
 
 struct Setup {
-    scheduler: Scheduler,
+    scheduler: Core,
     events: Subscription,
     _dir: PluginDir,
 }
@@ -86,7 +87,7 @@ async fn setup(fake: &FakeModel, limits: SubTurnLimits) -> Setup {
         Store::open_in_memory().unwrap(),
         config,
     );
-    let scheduler = Scheduler::new(agent, SchedulerConfig::default());
+    let scheduler = Core::new(agent, SchedulerConfig::default());
     Setup {
         scheduler,
         events,
@@ -102,6 +103,7 @@ async fn run(setup: &mut Setup) -> Vec<Arc<Event>> {
             session: "s".into(),
             content: "go".into(),
         })
+        .await
         .unwrap();
     tokio::time::timeout(LIMIT, setup.scheduler.until_all_idle())
         .await

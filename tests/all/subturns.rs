@@ -10,12 +10,13 @@ use serde_json::{Value, json};
 use wasmclaw::agent::subturn::SubTurnLimits;
 use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::bus::Subscription;
+use wasmclaw::core::Core;
 use wasmclaw::protocol::{
     Accepted, Delivery, Event, EventBody, InterruptMode, Op, SpawnMode, SubturnDelivered,
     SubturnOrphan, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd, ToolCallSkipped, TurnBegin,
     TurnEnd, TurnStatus,
 };
-use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
+use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, drain, openai, until};
@@ -101,7 +102,7 @@ fn delayed(ms: u64, reply: Reply) -> Reply {
 
 struct Setup {
     agent: Arc<Agent>,
-    scheduler: Scheduler,
+    scheduler: Core,
     events: Subscription,
     _dir: PluginDir,
 }
@@ -127,7 +128,7 @@ async fn setup_in(dir: PluginDir, fake: &FakeModel, limits: SubTurnLimits) -> Se
         Store::open_in_memory().unwrap(),
         config,
     );
-    let scheduler = Scheduler::new(agent.clone(), SchedulerConfig::default());
+    let scheduler = Core::new(agent.clone(), SchedulerConfig::default());
     Setup {
         agent,
         scheduler,
@@ -143,7 +144,7 @@ fn message(session: &str, content: &str) -> Op {
     }
 }
 
-async fn idle(scheduler: &Scheduler) {
+async fn idle(scheduler: &Core) {
     tokio::time::timeout(LIMIT, scheduler.until_all_idle())
         .await
         .expect("every session went idle in time");
@@ -194,7 +195,10 @@ async fn a_subagent_runs_with_the_model_and_tools_it_was_given_and_answers_as_th
         mut events,
         ..
     } = setup(&fake, SubTurnLimits::default()).await;
-    let Accepted::Started { turn_id } = scheduler.submit(message("s", "delegate the sum")).unwrap()
+    let Accepted::Started { turn_id } = scheduler
+        .submit(message("s", "delegate the sum"))
+        .await
+        .unwrap()
     else {
         panic!()
     };
@@ -302,7 +306,7 @@ async fn spawned_results_are_taken_in_before_the_next_call_exactly_once() {
         mut events,
         ..
     } = setup(&fake, SubTurnLimits::default()).await;
-    scheduler.submit(message("s", "fan out")).unwrap();
+    scheduler.submit(message("s", "fan out")).await.unwrap();
     idle(&scheduler).await;
     let events = drain(&mut events);
     let children = spawned(&events);
@@ -377,7 +381,8 @@ async fn a_spawned_child_that_outlives_its_parent_becomes_a_follow_up_turn() {
         mut events,
         ..
     } = setup(&fake, SubTurnLimits::default()).await;
-    let Accepted::Started { turn_id } = scheduler.submit(message("s", "start it")).unwrap() else {
+    let Accepted::Started { turn_id } = scheduler.submit(message("s", "start it")).await.unwrap()
+    else {
         panic!()
     };
     let mut seen = until(
@@ -477,9 +482,10 @@ async fn spawns_over_a_limit_fail_with_an_error_the_model_reads() {
             .unwrap()
     };
 
-    scheduler.submit(message("depth", "nest")).unwrap();
+    scheduler.submit(message("depth", "nest")).await.unwrap();
     scheduler
         .submit(message("per-parent", "two at once"))
+        .await
         .unwrap();
     // The first "slow" child outlives its parent: wait for its result.
     let mut seen = until(
@@ -500,7 +506,10 @@ async fn spawns_over_a_limit_fail_with_an_error_the_model_reads() {
     );
 
     for s in ["t1", "t2", "t3"] {
-        scheduler.submit(message(s, "three sessions")).unwrap();
+        scheduler
+            .submit(message(s, "three sessions"))
+            .await
+            .unwrap();
     }
     idle(&scheduler).await;
     let seen = drain(&mut events);
@@ -562,6 +571,7 @@ async fn fifty_parents_each_spawning_five_children_lose_no_result() {
     for p in 0..50 {
         scheduler
             .submit(message(&format!("s{p}"), &format!("{p}")))
+            .await
             .unwrap();
     }
     // Orphans start follow-up turns after their parents went idle: wait
@@ -636,7 +646,7 @@ async fn a_hard_interrupt_of_the_root_cancels_its_grandchildren_at_once() {
         mut events,
         ..
     } = setup(&fake, SubTurnLimits::default()).await;
-    let Accepted::Started { .. } = scheduler.submit(message("s", "root")).unwrap() else {
+    let Accepted::Started { .. } = scheduler.submit(message("s", "root")).await.unwrap() else {
         panic!()
     };
     let mut seen = until(
@@ -651,7 +661,7 @@ async fn a_hard_interrupt_of_the_root_cancels_its_grandchildren_at_once() {
         mode: InterruptMode::Hard,
     };
     assert!(matches!(
-        scheduler.submit(op),
+        scheduler.submit(op).await,
         Ok(Accepted::Interrupted { .. })
     ));
     // The root, its child and its grandchild (in a plugin that loops
@@ -713,7 +723,8 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
         mut events,
         ..
     } = setup(&fake, SubTurnLimits::default()).await;
-    let Accepted::Started { turn_id } = scheduler.submit(message("s", "work")).unwrap() else {
+    let Accepted::Started { turn_id } = scheduler.submit(message("s", "work")).await.unwrap()
+    else {
         panic!()
     };
     // The parent and both children are in their sleep calls.
@@ -729,7 +740,7 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
         target: Target::Turn(turn_id.clone()),
         mode: InterruptMode::Graceful,
     };
-    scheduler.submit(op).unwrap();
+    scheduler.submit(op).await.unwrap();
     // Until the critical child's result has started its follow-up turn.
     seen.extend(
         until(
@@ -837,7 +848,7 @@ async fn a_child_over_budget_or_failing_does_not_take_its_parent_down() {
         mut events,
         ..
     } = setup(&fake, SubTurnLimits::default()).await;
-    scheduler.submit(message("s", "try them")).unwrap();
+    scheduler.submit(message("s", "try them")).await.unwrap();
     idle(&scheduler).await;
     let seen = drain(&mut events);
     let ids: HashMap<String, String> = seen
@@ -919,7 +930,10 @@ async fn a_plugin_runs_sub_agents_through_the_host_and_their_time_is_not_its_own
         mut events,
         ..
     } = research_setup(&fake, grants).await;
-    scheduler.submit(message("s", "look into it")).unwrap();
+    scheduler
+        .submit(message("s", "look into it"))
+        .await
+        .unwrap();
     idle(&scheduler).await;
     let seen = drain(&mut events);
     let last = seen
@@ -977,7 +991,10 @@ async fn a_plugin_without_the_grant_cannot_start_sub_agents() {
         mut events,
         ..
     } = research_setup(&fake, "[limits]\ntimeout_ms = 300\n").await;
-    scheduler.submit(message("s", "look into it")).unwrap();
+    scheduler
+        .submit(message("s", "look into it"))
+        .await
+        .unwrap();
     idle(&scheduler).await;
     let seen = drain(&mut events);
     let end = seen
@@ -1020,7 +1037,7 @@ async fn hostile_spawn_arguments_are_tool_errors_and_start_nothing() {
         mut events,
         ..
     } = setup(&fake, SubTurnLimits::default()).await;
-    scheduler.submit(message("s", "go")).unwrap();
+    scheduler.submit(message("s", "go")).await.unwrap();
     idle(&scheduler).await;
     let seen = drain(&mut events);
     assert!(
@@ -1095,7 +1112,7 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
     } = setup(&fake, SubTurnLimits::default()).await;
 
     // The critical child's result would arrive after the hard interrupt.
-    scheduler.submit(message("h", "background")).unwrap();
+    scheduler.submit(message("h", "background")).await.unwrap();
     until(
         &mut events,
         LIMIT,
@@ -1107,7 +1124,7 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
         mode: InterruptMode::Hard,
     };
     assert!(matches!(
-        scheduler.submit(op),
+        scheduler.submit(op).await,
         Ok(Accepted::Interrupted { .. })
     ));
     idle(&scheduler).await;
@@ -1131,7 +1148,8 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
 
     // A graceful interrupt while a tool runs: the next model call has no
     // tools, and a model that asks for a sub-agent anyway gets none.
-    let Accepted::Started { turn_id } = scheduler.submit(message("w", "wind down")).unwrap() else {
+    let Accepted::Started { turn_id } = scheduler.submit(message("w", "wind down")).await.unwrap()
+    else {
         panic!()
     };
     until(&mut events, LIMIT, |e| {
@@ -1142,7 +1160,7 @@ async fn a_hard_interrupt_leaves_no_late_result_and_an_interrupted_turn_starts_n
         target: Target::Turn(turn_id),
         mode: InterruptMode::Graceful,
     };
-    scheduler.submit(op).unwrap();
+    scheduler.submit(op).await.unwrap();
     idle(&scheduler).await;
     let seen = drain(&mut events);
     assert!(

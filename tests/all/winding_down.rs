@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use wasmclaw::agent::AgentConfig;
+use wasmclaw::core::Core;
 use wasmclaw::llm::Message;
 use wasmclaw::protocol::{
     Accepted, Event, EventBody, InterruptMode, Op, Target, TurnEnd, TurnStatus,
 };
-use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
+use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent_with, anthropic, kinds, openai, until};
 use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply};
@@ -34,7 +35,7 @@ async fn interrupted(
     fake: &FakeModel,
     wire: &str,
     after: &'static str,
-) -> (Vec<std::sync::Arc<Event>>, Duration, Scheduler) {
+) -> (Vec<std::sync::Arc<Event>>, Duration, Core) {
     interrupted_then(fake, wire, after, || {}).await
 }
 
@@ -44,7 +45,7 @@ async fn interrupted_then(
     wire: &str,
     after: &'static str,
     then: impl FnOnce(),
-) -> (Vec<std::sync::Arc<Event>>, Duration, Scheduler) {
+) -> (Vec<std::sync::Arc<Event>>, Duration, Core) {
     let dir = PluginDir::new();
     let mut candidate = match wire {
         "openai" => openai(fake, "m", true),
@@ -58,12 +59,12 @@ async fn interrupted_then(
         Store::open_in_memory().unwrap(),
         AgentConfig::default(),
     );
-    let scheduler = Scheduler::new(agent, SchedulerConfig::default());
+    let scheduler = Core::new(agent, SchedulerConfig::default());
     let op = Op::UserMessage {
         session: "w".into(),
         content: "hello".into(),
     };
-    let Ok(Accepted::Started { turn_id }) = scheduler.submit(op) else {
+    let Ok(Accepted::Started { turn_id }) = scheduler.submit(op).await else {
         panic!("the turn did not start");
     };
     let mut seen = until(&mut events, LIMIT, is(after)).await;
@@ -72,7 +73,7 @@ async fn interrupted_then(
         mode: InterruptMode::Graceful,
     };
     assert!(matches!(
-        scheduler.submit(op),
+        scheduler.submit(op).await,
         Ok(Accepted::Interrupted { .. })
     ));
     then();
@@ -127,7 +128,7 @@ async fn a_hung_model_call_is_dropped_and_the_turn_completes_interrupted() {
         );
         assert_eq!(fake.requests().len(), 1, "{wire}: not tried again");
         // The turn's message stays in the history, with no answer.
-        let history = scheduler.agent().store().history("w").await.unwrap();
+        let history = scheduler.history("w").await.unwrap();
         assert_eq!(history, [Message::user("hello")], "{wire}");
     }
 }
@@ -150,7 +151,7 @@ async fn a_call_that_stalls_mid_stream_ends_the_turn_with_the_text_it_streamed()
         );
         assert!(took < LIMIT, "{wire}: {took:?}");
         assert_eq!(fake.requests().len(), 1, "{wire}");
-        let history = scheduler.agent().store().history("w").await.unwrap();
+        let history = scheduler.history("w").await.unwrap();
         assert_eq!(
             history,
             [

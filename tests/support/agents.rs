@@ -1,14 +1,17 @@
 //! Agents for tests: plugins from a [`crate::PluginDir`], candidates pointing
-//! at a [`crate::fake_model::FakeModel`], and the events a turn published.
+//! at a [`crate::fake_model::FakeModel`], and the events a turn published;
+//! and the [`Core`] over such an agent ([`core_with`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::bus::{Delivery, EventBus, Filter, Received, Subscription};
+use wasmclaw::core::Core;
 use wasmclaw::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use wasmclaw::plugin::Plugins;
 use wasmclaw::protocol::{Event, EventBody, LlmDelta};
+use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 
 use crate::fake_model::FakeModel;
@@ -84,6 +87,20 @@ pub fn agent_with(
     let events = bus.subscribe(Filter::default(), Delivery::Lossless);
     let agent = Agent::new(plugins, Arc::new(chain), bus, store, config);
     (Arc::new(agent), events)
+}
+
+/// A [`Core`] over an agent of `plugins` and `candidates` (as
+/// [`agent_with`] builds it) whose sessions run by `schedule`, and a
+/// lossless subscription to everything it publishes.
+pub fn core_with(
+    plugins: Arc<Plugins>,
+    candidates: Vec<ProviderConfig>,
+    store: Store,
+    config: AgentConfig,
+    schedule: SchedulerConfig,
+) -> (Core, Subscription) {
+    let (agent, events) = agent_with(plugins, candidates, store, config);
+    (Core::new(agent, schedule), events)
 }
 
 /// Every event already published to `sub`.

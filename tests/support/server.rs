@@ -1,6 +1,6 @@
 //! The HTTP API in the test process: an agent over real plugins and the
-//! fake model, a scheduler, the event log, and `wasmclaw::server` on a
-//! loopback port; plus a client that sends the token.
+//! fake model, its [`Core`], and `wasmclaw::server` on a loopback port;
+//! plus a client that sends the token.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,11 +10,12 @@ use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use wasmclaw::agent::{Agent, AgentConfig};
+use wasmclaw::core::Core;
 use wasmclaw::llm::ProviderConfig;
 use wasmclaw::plugin::Plugins;
-use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
+use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::server::{Api, ServerConfig};
-use wasmclaw::store::{EventLog, Store};
+use wasmclaw::store::Store;
 
 pub const TOKEN: &str = "test-token-0123456789";
 
@@ -23,6 +24,9 @@ pub struct TestServer {
     /// `http://127.0.0.1:PORT`
     pub url: String,
     pub api: Api,
+    pub core: Core,
+    /// For tests of what only the agent shows (the bus's own numbering,
+    /// events published by hand, the store's last seq).
     pub agent: Arc<Agent>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<anyhow::Result<()>>,
@@ -56,9 +60,8 @@ impl TestServer {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("sessions.db")).unwrap();
         let (agent, _events) = crate::agents::agent_with(plugins, candidates, store, setup.agent);
-        let log = EventLog::spawn(agent.store().clone(), agent.bus().subscribe_all_lossless());
-        let scheduler = Scheduler::new(agent.clone(), setup.scheduler);
-        let api = Api::new(scheduler, log, setup.server);
+        let core = Core::new(agent.clone(), setup.scheduler);
+        let api = Api::new(core.clone(), setup.server);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -68,6 +71,7 @@ impl TestServer {
         TestServer {
             url,
             api,
+            core,
             agent,
             stop: Some(stop),
             task,

@@ -12,6 +12,8 @@
 //! - [`event`]: what happened ([`Event`], one struct per [`EventKind`]).
 //! - [`values`]: the values both carry: statuses, usage, error classes, hook
 //!   points, SubTurn requests.
+//! - [`message`]: a conversation's messages, as a session's history keeps
+//!   them and [`Op::ImportHistory`] brings them in.
 //!
 //! An event serializes as one flat JSON object:
 //!
@@ -22,9 +24,11 @@
 //! ```
 
 pub mod event;
+pub mod message;
 pub mod op;
 pub mod values;
 
 pub use event::*;
+pub use message::*;
 pub use op::*;
 pub use values::*;

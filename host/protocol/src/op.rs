@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::message::Message;
+
 /// A request to the core.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -17,6 +19,14 @@ pub enum Op {
     Interrupt { target: Target, mode: InterruptMode },
     /// What a session does with a message that arrives while its turn runs.
     SetPolicy { session: String, policy: Policy },
+    /// Earlier conversation for a new session: `messages` become its
+    /// history, recorded as one turn (reason `imported`) that runs nothing
+    /// and publishes no events. Refused for a session that already has
+    /// history or recorded turns, or has a turn running or waiting.
+    ImportHistory {
+        session: String,
+        messages: Vec<Message>,
+    },
 }
 
 /// What a session does with a user message that arrives while its turn runs.
@@ -56,6 +66,12 @@ pub enum Accepted {
         discarded: Vec<String>,
     },
     PolicySet,
+    /// The history was imported, recorded as the turn `turn_id` (which ran
+    /// nothing: no `turn_end` is published for it).
+    Imported {
+        turn_id: String,
+        messages: usize,
+    },
 }
 
 /// Why an [`Op`] was refused. Nothing else changed.
@@ -70,6 +86,9 @@ pub enum Refused {
     Invalid(String),
     /// The host is shutting down.
     Closed(String),
+    /// The host could not do it (its session store failed); nothing was
+    /// changed.
+    Failed(String),
 }
 
 /// Which turn a control operation is for: never "the active turn".
@@ -96,7 +115,8 @@ impl Refused {
             Refused::NoActiveTurn(m)
             | Refused::QueueFull(m)
             | Refused::Invalid(m)
-            | Refused::Closed(m) => m,
+            | Refused::Closed(m)
+            | Refused::Failed(m) => m,
         }
     }
 }

@@ -41,7 +41,7 @@ mod no_answer;
 use crate::bus::Scope;
 use crate::hooks::{HookScope, HookStop};
 use crate::llm::types::ToolChoice;
-use crate::llm::{ChainError, ChatRequest, Message, ToolCall, ToolDef, Usage};
+use crate::llm::{ChainError, ChatRequest, ForHistory, Message, ToolCall, ToolDef, Usage};
 use crate::protocol::{
     EventBody, SteeringInjected, SubturnDelivered, TurnBegin, TurnEnd, TurnErrorKind, TurnStatus,
 };

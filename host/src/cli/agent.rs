@@ -11,14 +11,15 @@ use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_REPEATED_REFUSALS};
-use crate::bus::{Delivery, EventBus, Filter, Received};
+use crate::bus::{EventBus, Filter};
+use crate::core::Core;
 use crate::home::{Home, HomeLock};
 use crate::llm::{CallLimits, Chain, Provider, ProviderConfig, RetryPolicy};
 use crate::plugin::Plugins;
 use crate::plugin::sandbox::cache::LoadLimits;
-use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target, TurnEnd, TurnStatus};
-use crate::scheduler::{Scheduler, SchedulerConfig};
-use crate::store::{EventLog, Store};
+use crate::protocol::{Accepted, Event, InterruptMode, Op, Target, TurnStatus};
+use crate::scheduler::SchedulerConfig;
+use crate::store::Store;
 
 /// Which model, and how turns run.
 #[derive(Args, Debug, Clone)]
@@ -129,22 +130,22 @@ pub fn chain(args: &AgentArgs) -> Result<Chain> {
     Ok(Chain::new(providers, policy))
 }
 
-/// The agent with everything it needs: the home locked for this process,
+/// The core with everything it needs: the home locked for this process,
 /// store open, the event log writing, plugins loaded (with `scan`; without,
-/// they are not: a watch's first pass loads them). The lock is held as long
-/// as the returned [`HomeLock`] lives.
+/// they are not: a watch's first pass loads them), turns run by `schedule`.
+/// The lock is held as long as the returned [`HomeLock`] lives.
 pub async fn start(
     home: &Home,
     plugin_dir: &Path,
     load: LoadLimits,
     args: &AgentArgs,
     scan: bool,
-) -> Result<(Arc<Agent>, EventLog, HomeLock)> {
+    schedule: SchedulerConfig,
+) -> Result<(Core, HomeLock)> {
     let chain = chain(args)?;
     let lock = home.lock()?;
     let store = Store::open(&home.sessions_db())?;
     let bus = EventBus::new(store.last_seq().context("reading the event log")?);
-    let log = EventLog::spawn(store.clone(), bus.subscribe_all_lossless());
     let runtime = super::runtime(home, load)?;
     let plugins = if scan {
         Plugins::load_dir(runtime, plugin_dir).await
@@ -158,7 +159,7 @@ pub async fn start(
         ..AgentConfig::default()
     };
     let agent = Agent::new(plugins, Arc::new(chain), bus, store, config);
-    Ok((Arc::new(agent), log, lock))
+    Ok((Core::new(Arc::new(agent), schedule), lock))
 }
 
 pub(super) fn session_key(args: &AgentArgs, kind: &str) -> String {
@@ -179,28 +180,33 @@ pub async fn run(
     plugin_dir: &Path,
     load: LoadLimits,
     args: &AgentArgs,
-    events: bool,
+    events_shown: bool,
     message: &str,
 ) -> Result<ExitCode> {
-    let (agent, log, _home) = start(home, plugin_dir, load, args, true).await?;
-    let mut sub = agent.bus().subscribe(Filter::default(), Delivery::Lossless);
-    agent.announce_plugins();
+    let (core, _home) = start(
+        home,
+        plugin_dir,
+        load,
+        args,
+        true,
+        SchedulerConfig::default(),
+    )
+    .await?;
+    let mut events = core.subscribe(Filter::default(), None);
+    core.announce_plugins();
     let session = session_key(args, "run");
     tracing::info!(session = %session, "running one turn");
-    let scheduler = Scheduler::new(agent.clone(), SchedulerConfig::default());
     let mut ctrl_c = signal(SignalKind::interrupt())?;
     let op = Op::UserMessage {
         session: session.clone(),
         content: message.to_string(),
     };
-    let Accepted::Started { turn_id } = scheduler.submit(op)? else {
+    let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await? else {
         bail!("session {session} is busy");
     };
     let mut interrupts = 0;
-    let print = |received: Received| {
-        if let Received::Event(event) = received
-            && events
-        {
+    let print = |event: Arc<Event>| {
+        if events_shown {
             eprintln!(
                 "{}",
                 serde_json::to_string(&*event).expect("events serialize")
@@ -213,18 +219,13 @@ pub async fn run(
     loop {
         tokio::select! {
             biased;
-            Some(received) = sub.recv() => {
-                if let Received::Event(event) = &received
-                    && let EventBody::TurnEnd(TurnEnd { status, reason, answer, .. }) = &event.body
-                    && event.turn_id.as_deref() == Some(turn_id.as_str())
-                {
-                    end = Some((*status, reason.clone(), answer.clone()));
-                }
-                print(received);
+            Some(event) = events.recv() => print(event),
+            outcome = watch.ended(), if end.is_none() => {
+                end = Some(outcome.context("the host stopped before the turn ended")?);
             }
-            _ = scheduler.until_idle(&session), if end.is_some() => {
-                while let Some(received) = sub.try_recv() {
-                    print(received);
+            _ = core.until_idle(&session), if end.is_some() => {
+                while let Some(event) = events.try_next().await {
+                    print(event);
                 }
                 break;
             }
@@ -235,7 +236,7 @@ pub async fn run(
                 interrupts += 1;
                 let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
                 let target = Target::Turn(turn_id.clone());
-                let note = match scheduler.submit(Op::Interrupt { target, mode }) {
+                let note = match core.submit(Op::Interrupt { target, mode }).await {
                     Ok(_) if mode == InterruptMode::Graceful => WINDING_DOWN.to_string(),
                     Ok(_) => "stopping the turn".to_string(),
                     Err(refused) => refused.to_string(),
@@ -247,15 +248,14 @@ pub async fn run(
         }
     }
     let end = end.expect("the loop ends after the turn's end");
-    agent.close_observers().await;
-    log.flush(agent.bus().last_seq()).await;
-    match end {
-        (TurnStatus::Completed, _, answer) => {
-            println!("{}", answer.unwrap_or_default());
+    core.shut_down(Duration::ZERO).await;
+    match end.status {
+        TurnStatus::Completed => {
+            println!("{}", end.answer.unwrap_or_default());
             Ok(ExitCode::SUCCESS)
         }
-        (status, reason, _) => {
-            eprintln!("error: the turn ended {}: {reason}", status.as_str());
+        status => {
+            eprintln!("error: the turn ended {}: {}", status.as_str(), end.reason);
             Ok(ExitCode::FAILURE)
         }
     }

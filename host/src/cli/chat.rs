@@ -20,15 +20,15 @@ use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::agent::{AgentArgs, session_key, start};
-use crate::bus::{Delivery, Filter, Received};
+use crate::bus::Filter;
 use crate::home::Home;
 use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{
-    Accepted, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse, LlmRetry,
-    Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,
+    Accepted, Event, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse,
+    LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,
     ToolCallSkipped, TurnEnd, TurnStatus,
 };
-use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::scheduler::SchedulerConfig;
 
 pub async fn chat(
     home: &Home,
@@ -37,12 +37,26 @@ pub async fn chat(
     args: &AgentArgs,
     live: bool,
 ) -> Result<ExitCode> {
-    let (agent, log, _home) = start(home, plugin_dir, load, args, true).await?;
-    agent.announce_plugins();
-    let _watch = agent.watch_plugins()?;
-    let session = session_key(args, "chat");
-    let catalog = agent.plugins().catalog();
-    let tools: Vec<&str> = catalog.tools().iter().map(|t| t.name.as_str()).collect();
+    let (core, _home) = start(
+        home,
+        plugin_dir,
+        load,
+        args,
+        true,
+        SchedulerConfig::default(),
+    )
+    .await?;
+    // Lossless: the terminal shows every event of the session, in order.
+    let filter = Filter {
+        session: Some(session_key(args, "chat")),
+        no_deltas: false,
+        ..Default::default()
+    };
+    let session = filter.session.clone().expect("named");
+    let mut events = core.subscribe(filter, None);
+    core.announce_plugins();
+    let _watch = core.watch_plugins()?;
+    let tools = core.tool_names();
     println!(
         "wasmclaw chat: model {}, session {session} (continue it later with --session {session})",
         args.model.as_deref().unwrap_or_default()
@@ -56,17 +70,8 @@ pub async fn chat(
         }
     );
     println!("Type a message; an empty line or /quit ends.");
-    drop(catalog);
 
     let live = live || std::io::IsTerminal::is_terminal(&std::io::stdin());
-    // Lossless: the terminal shows every event of the session, in order.
-    let filter = Filter {
-        session: Some(session.clone()),
-        no_deltas: false,
-        ..Default::default()
-    };
-    let mut events = agent.bus().subscribe(filter, Delivery::Lossless);
-    let scheduler = Scheduler::new(agent.clone(), SchedulerConfig::default());
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut ctrl_c = signal(SignalKind::interrupt())?;
     let mut screen = Screen::default();
@@ -77,20 +82,17 @@ pub async fn chat(
     loop {
         tokio::select! {
             biased;
-            Some(received) = events.recv() => {
+            Some(event) = events.recv() => {
                 // A turn that started by itself (a late sub-agent's result).
-                if let Received::Event(event) = &received
-                    && matches!(event.body, EventBody::TurnBegin(_))
-                    && event.parent_turn_id.is_none()
-                {
+                if matches!(event.body, EventBody::TurnBegin(_)) && event.parent_turn_id.is_none() {
                     busy = true;
                 }
-                screen.show(received);
+                screen.show(&event);
             }
-            _ = scheduler.until_idle(&session), if busy => {
+            _ = core.until_idle(&session), if busy => {
                 // Everything the turns published is queued by now.
-                while let Some(received) = events.try_recv() {
-                    screen.show(received);
+                while let Some(event) = events.try_next().await {
+                    screen.show(&event);
                 }
                 busy = false;
                 interrupts = 0;
@@ -107,7 +109,7 @@ pub async fn chat(
                 interrupts += 1;
                 let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
                 let op = Op::Interrupt { target: Target::Session(session.clone()), mode };
-                match scheduler.submit(op) {
+                match core.submit(op).await {
                     Ok(_) if mode == InterruptMode::Graceful => screen.note(
                         "interrupting: running tools finish, then a last answer; Ctrl-C again stops at once",
                     ),
@@ -130,7 +132,7 @@ pub async fn chat(
                     continue;
                 }
                 let op = Op::UserMessage { session: session.clone(), content: text.to_string() };
-                match scheduler.submit(op) {
+                match core.submit(op).await {
                     Ok(Accepted::Steered { .. }) => screen.note("steering: taken in before the next model call"),
                     Ok(Accepted::Queued { .. }) => screen.note("queued: runs after this turn"),
                     Ok(_) => {}
@@ -140,8 +142,7 @@ pub async fn chat(
             }
         }
     }
-    agent.close_observers().await;
-    log.flush(agent.bus().last_seq()).await;
+    core.shut_down(std::time::Duration::ZERO).await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -182,13 +183,7 @@ impl Screen {
 
     /// One event of the session: text as it streams, tool calls and their
     /// outcomes, retries, steering and interrupts, how a turn ended.
-    fn show(&mut self, received: Received) {
-        let event = match received {
-            Received::Event(event) => event,
-            Received::Dropped(n) => {
-                return self.note(&format!("{n} events not shown: the terminal fell behind"));
-            }
-        };
+    fn show(&mut self, event: &Event) {
         if event.parent_turn_id.is_some() {
             // A sub-agent's own work: shown by its start and end.
             return;

@@ -12,7 +12,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::agent::AgentArgs;
 use crate::home::Home;
 use crate::plugin::sandbox::cache::LoadLimits;
-use crate::scheduler::{DEFAULT_MAX_PARALLEL, Scheduler, SchedulerConfig};
+use crate::scheduler::{DEFAULT_MAX_PARALLEL, SchedulerConfig};
 use crate::server::{self, Api, DEFAULT_LISTEN, ServerConfig, auth};
 
 #[derive(Args, Debug)]
@@ -66,16 +66,13 @@ pub async fn serve(
     // The API answers while plugins load: the watch's first pass loads
     // them and publishes each as `plugin_loaded` or `plugin_failed`; turns
     // wait for it.
-    let (agent, log, _home) =
-        super::agent::start(home, plugin_dir, load, &args.agent, false).await?;
-    let _watch = agent.watch_plugins()?;
-    let scheduler = Scheduler::new(
-        agent,
-        SchedulerConfig {
-            max_parallel: args.max_parallel,
-            ..SchedulerConfig::default()
-        },
-    );
+    let schedule = SchedulerConfig {
+        max_parallel: args.max_parallel,
+        ..SchedulerConfig::default()
+    };
+    let (core, _home) =
+        super::agent::start(home, plugin_dir, load, &args.agent, false, schedule).await?;
+    let _watch = core.watch_plugins()?;
     let config = ServerConfig {
         max_body_bytes: args.max_body_kib.saturating_mul(1024),
         shutdown_grace: Duration::from_secs_f64(args.shutdown_grace),
@@ -98,6 +95,6 @@ pub async fn serve(
         }
         eprintln!("shutting down: running turns wind down, then the event log is flushed");
     };
-    server::serve(listener, Api::new(scheduler, log, config), stop).await?;
+    server::serve(listener, Api::new(core, config), stop).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,60 +6,19 @@ use serde_json::Value;
 
 pub use wasmclaw_protocol::{FinishReason, Usage};
 
-/// One message of a conversation, as kept in a session's history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
-pub enum Message {
-    System {
-        content: String,
-    },
-    User {
-        content: String,
-    },
-    Assistant {
-        #[serde(default)]
-        content: String,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<ToolCall>,
-    },
-    /// The result of one tool call, answering the call with the same id.
-    Tool {
-        tool_call_id: String,
-        name: String,
-        content: String,
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        is_error: bool,
-    },
-}
+/// The conversation's messages are wire types: a front end imports a
+/// history of them ([`crate::protocol::Op::ImportHistory`]).
+pub use wasmclaw_protocol::{Message, ToolCall};
 
-impl Message {
-    pub fn user(content: impl Into<String>) -> Message {
-        Message::User {
-            content: content.into(),
-        }
-    }
-
-    pub fn system(content: impl Into<String>) -> Message {
-        Message::System {
-            content: content.into(),
-        }
-    }
-}
-
-/// A tool call the model asked for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    /// The arguments exactly as the model wrote them: a JSON object's text,
-    /// or whatever the model produced (checked before the tool runs).
-    pub arguments: String,
-}
-
-impl ToolCall {
+/// What the host adds to [`ToolCall`], which is a wire type (serde only).
+pub trait ForHistory {
     /// The call as the history keeps it: its arguments as sent when they
     /// are a JSON object, else `{}` (see [`valid_arguments`]).
-    pub fn for_history(&self) -> ToolCall {
+    fn for_history(&self) -> ToolCall;
+}
+
+impl ForHistory for ToolCall {
+    fn for_history(&self) -> ToolCall {
         ToolCall {
             arguments: valid_arguments(&self.arguments).to_string(),
             ..self.clone()

@@ -12,8 +12,10 @@
 //!   event log, so memory per client stays bounded and the stream stays
 //!   whole.
 //!
-//! Each stream is fed by a task of its own, which ends when the client goes
-//! away or the host shuts down.
+//! The replay, the live part and the refill all come from
+//! [`crate::core::Core::subscribe_bounded`]: this route only turns its events
+//! into SSE. Each stream is fed by a task of its own, which ends when the
+//! client goes away or the host shuts down.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -28,11 +30,8 @@ use tokio::sync::mpsc;
 
 use super::sessions::SessionKey;
 use super::{Api, ApiError};
-use crate::bus::{Delivery, Filter, Received, Subscription};
-use crate::protocol::{Event, EventBody};
-
-/// Stored events read per query while replaying.
-const PAGE: usize = 512;
+use crate::bus::Filter;
+use crate::core::Events;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,128 +70,54 @@ pub async fn stream(
         None => query.after,
     };
     // Subscribed before answering, so a client that sends a message once
-    // the stream is open sees all of its events. Everything after `last`
-    // reaches `live`; everything up to it is (or will be, once flushed) in
-    // the event log.
-    let bus = api.scheduler().agent().bus();
+    // the stream is open sees all of its events.
     let filter = Filter {
         session: Some(session.clone()),
         no_deltas: !query.deltas,
         ..Default::default()
     };
-    let (live, last) = bus.subscribe_after(filter, Delivery::Bounded(api.config().sse_buffer));
+    let events = api
+        .core()
+        .subscribe_bounded(filter, after, api.config().sse_buffer);
     let (tx, mut rx) = mpsc::channel(64);
-    let feed = Feed {
-        api: api.clone(),
-        session,
-        deltas: query.deltas,
-        tx,
-    };
-    tokio::spawn(feed.run(live, after.unwrap_or(last), last));
+    tokio::spawn(feed(api.clone(), events, tx));
     let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|e| e.map(Ok)));
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
-/// Feeds one client's stream.
-struct Feed {
-    api: Api,
-    session: String,
-    deltas: bool,
-    tx: mpsc::Sender<SseEvent>,
-}
-
-/// The stream cannot go on: the client went away, or the event log could
-/// not be read.
-struct Gone;
-
-impl Feed {
-    /// Sends the events after `after`: stored ones up to `upto`, then
-    /// those from `live`.
-    async fn run(self, live: Subscription, after: u64, upto: u64) {
-        let metrics = &self.api.inner.metrics;
-        metrics.sse_clients.inc();
-        let stopped = self.api.inner.stopped.clone();
-        tokio::select! {
-            _ = self.forward(live, after, upto) => {}
-            _ = self.tx.closed() => {}
-            // Once the host has stopped, `forward` sends what its
-            // subscription holds and ends; a client too slow to take it
-            // gets 5 s.
-            _ = async {
-                stopped.cancelled().await;
-                tokio::time::sleep(Duration::from_secs(5)).await;
-            } => {}
-        }
-        metrics.sse_clients.dec();
-    }
-
-    async fn forward(&self, mut live: Subscription, after: u64, upto: u64) -> Result<(), Gone> {
-        let bus = self.api.scheduler().agent().bus();
-        // An id past the last event (from another host's log) starts the
-        // stream at the next event rather than skipping any.
-        let mut last = if after < upto {
-            self.replay(after, upto).await?
-        } else {
-            upto
-        };
-        let stopped = &self.api.inner.stopped;
+/// Feeds one client's stream until the client goes away or the host has
+/// stopped (then it sends what is already published, and the stream ends;
+/// a client too slow to take it gets 5 s).
+async fn feed(api: Api, mut events: Events, tx: mpsc::Sender<SseEvent>) {
+    let metrics = &api.inner.metrics;
+    metrics.sse_clients.inc();
+    let stopped = api.inner.stopped.clone();
+    let forward = async {
         loop {
-            // Events before the host stopped are all in `live` by then.
-            let received = tokio::select! {
+            // Events before the host stopped are all published by then.
+            let event = tokio::select! {
                 biased;
-                received = live.recv() => received,
-                _ = stopped.cancelled() => live.try_recv(),
+                event = events.recv() => event,
+                _ = stopped.cancelled() => events.try_next().await,
             };
-            let Some(received) = received else {
-                return Ok(());
+            let Some(event) = event else {
+                return;
             };
-            match received {
-                Received::Event(event) if event.seq > last => {
-                    self.send(&event).await?;
-                    last = event.seq;
-                }
-                // Already sent from the event log.
-                Received::Event(_) => {}
-                Received::Dropped(n) => {
-                    tracing::debug!(session = self.session, "SSE client {n} events behind");
-                    last = self.replay(last, bus.last_seq()).await?;
-                }
+            let json = serde_json::to_string(&*event).expect("events serialize");
+            let sse = SseEvent::default().id(event.seq.to_string()).data(json);
+            if tx.send(sse).await.is_err() {
+                return;
             }
+            metrics.sse_events.inc();
         }
+    };
+    tokio::select! {
+        _ = forward => {}
+        _ = tx.closed() => {}
+        _ = async {
+            stopped.cancelled().await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        } => {}
     }
-
-    /// Sends the stored events after `after`, once the log holds everything
-    /// up to `upto`; the `seq` of the last event sent (or `after`).
-    async fn replay(&self, after: u64, upto: u64) -> Result<u64, Gone> {
-        self.api.inner.log.flush(upto).await;
-        let store = self.api.scheduler().agent().store();
-        let mut last = after;
-        loop {
-            let events = match store.events(Some(&self.session), last, PAGE).await {
-                Ok(events) => events,
-                Err(e) => {
-                    tracing::error!(session = self.session, "SSE replay: {e:#}");
-                    return Err(Gone);
-                }
-            };
-            let full = events.len() == PAGE;
-            for event in events {
-                last = event.seq;
-                if self.deltas || !matches!(event.body, EventBody::LlmDelta(_)) {
-                    self.send(&event).await?;
-                }
-            }
-            if !full {
-                return Ok(last);
-            }
-        }
-    }
-
-    async fn send(&self, event: &Event) -> Result<(), Gone> {
-        let json = serde_json::to_string(event).expect("events serialize");
-        let sse = SseEvent::default().id(event.seq.to_string()).data(json);
-        self.tx.send(sse).await.map_err(|_| Gone)?;
-        self.api.inner.metrics.sse_events.inc();
-        Ok(())
-    }
+    metrics.sse_clients.dec();
 }

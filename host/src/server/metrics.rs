@@ -1,8 +1,8 @@
 //! `GET /metrics`: Prometheus (OpenMetrics) text.
 //!
-//! A task reads every event but `llm_delta` from the bus (losslessly: it
+//! A task reads every event but `llm_delta` from the core (losslessly: it
 //! does little per event) and keeps the counters; a few gauges are read from
-//! the scheduler and the bus when scraped.
+//! the core when scraped.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -19,7 +19,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::Api;
-use crate::bus::{Delivery, EventBus, Filter, Received};
+use crate::bus::Filter;
+use crate::core::Core;
 use crate::protocol::{
     Event, EventBody, HookDecision, HookEffect, HookError, LlmResponse, LlmRetry, ToolCallEnd,
     TurnEnd,
@@ -115,22 +116,20 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Metrics fed from `bus` by a task of their own, from now on.
-    pub fn start(bus: &EventBus) -> Metrics {
+    /// Metrics fed from `core`'s events by a task of their own, from now on.
+    pub fn start(core: &Core) -> Metrics {
         let metrics = Metrics::default();
         let filter = Filter {
             session: None,
             no_deltas: true,
             ..Default::default()
         };
-        let mut events = bus.subscribe(filter, Delivery::Lossless);
+        let mut events = core.subscribe(filter, None);
         let feed = metrics.clone();
         tokio::spawn(async move {
             let mut begun = HashMap::new();
-            while let Some(received) = events.recv().await {
-                if let Received::Event(event) = received {
-                    feed.count(&event, &mut begun);
-                }
+            while let Some(event) = events.recv().await {
+                feed.count(&event, &mut begun);
             }
         });
         metrics
@@ -293,9 +292,8 @@ impl Metrics {
         registry.register("events", "Events published (but llm_delta)", m.events);
         registry.register("sse_clients", "Event streams open now", m.sse_clients);
         registry.register("sse_events", "Events sent on event streams", m.sse_events);
-        let bus = api.scheduler().agent().bus();
         let dropped = Counter::<u64>::default();
-        dropped.inc_by(bus.dropped_total());
+        dropped.inc_by(api.core().events_dropped());
         registry.register(
             "events_dropped",
             "Events dropped for bounded subscribers that fell behind",
@@ -313,7 +311,7 @@ impl Metrics {
         );
         let observed = Family::<HookName, Counter>::default();
         let missed = Family::<HookName, Counter>::default();
-        for stats in api.scheduler().agent().observer_stats() {
+        for stats in api.core().observer_stats() {
             let labels = HookName { hook: stats.hook };
             observed.get_or_create(&labels).inc_by(stats.delivered);
             missed.get_or_create(&labels).inc_by(stats.dropped);
@@ -329,7 +327,7 @@ impl Metrics {
             missed,
         );
         let busy = Gauge::<i64>::default();
-        busy.set(api.scheduler().busy_sessions() as i64);
+        busy.set(api.core().busy_sessions() as i64);
         registry.register(
             "sessions_busy",
             "Sessions with a turn or SubTurn running or waiting",

@@ -4,7 +4,8 @@
 //! Each request is a turn of a new session `openai-<id>` (named in the
 //! `x-wasmclaw-session` response header, so its events and turns can be read
 //! like any other session's). The request's messages before the last become
-//! that session's history, recorded as an `imported` turn; the last must be
+//! that session's history ([`crate::protocol::Op::ImportHistory`], recorded
+//! as an `imported` turn); the last must be
 //! the user's, and it starts the turn. The agent's tools are its plugins:
 //! client-side `tools` are refused, as are tool messages.
 //!
@@ -36,13 +37,12 @@ use tokio::sync::mpsc;
 
 use super::sessions::turn_end;
 use super::{Api, ApiError};
-use crate::bus::{Delivery, Filter, Received, Subscription};
+use crate::bus::Filter;
+use crate::core::{Core, Events};
 use crate::llm::{Message, Usage};
 use crate::protocol::{
     Accepted, EventBody, InterruptMode, LlmDelta, LlmRetry, Op, Target, TurnEnd, TurnStatus,
 };
-use crate::scheduler::Scheduler;
-use crate::store::TurnRecord;
 
 /// The model name answered when the request names none.
 pub const MODEL: &str = "wasmclaw";
@@ -94,32 +94,34 @@ pub async fn completions(
 ) -> Result<Response, ApiError> {
     let Json(request) = body?;
     let (history, input) = conversation(&request)?;
+    let core = api.core();
     // Refused before the history is imported, so nothing is left behind.
-    api.scheduler().refuse_if_closed()?;
+    core.refuse_if_closed()?;
     let model = request.model.clone().unwrap_or_else(|| MODEL.to_string());
     let session = format!("openai-{}", uuid::Uuid::now_v7().simple());
     if !history.is_empty() {
-        import(&api, &session, &history).await?;
+        let import = Op::ImportHistory {
+            session: session.clone(),
+            messages: history,
+        };
+        core.submit(import).await?;
     }
+    // Streamed, every event of the turn is read (subscribed before the
+    // submit, like the watch on its end).
     let filter = Filter {
         session: Some(session.clone()),
-        no_deltas: !request.stream,
         ..Default::default()
     };
-    let mut events = api
-        .scheduler()
-        .agent()
-        .bus()
-        .subscribe(filter, Delivery::Lossless);
+    let events = request.stream.then(|| core.subscribe(filter, None));
     let op = Op::UserMessage {
         session: session.clone(),
         content: input,
     };
-    let Accepted::Started { turn_id } = api.scheduler().submit(op)? else {
+    let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await? else {
         unreachable!("a new session starts its turn at once");
     };
     let mut guard = StopOnDrop {
-        scheduler: api.scheduler().clone(),
+        core: core.clone(),
         turn_id: Some(turn_id.clone()),
     };
     let reply = Reply {
@@ -132,6 +134,7 @@ pub async fn completions(
     let mut response = if request.stream {
         let include_usage = request.stream_options.is_some_and(|o| o.include_usage);
         let (tx, mut rx) = mpsc::channel(64);
+        let events = events.expect("subscribed for a stream");
         tokio::spawn(stream(events, guard, reply, include_usage, tx));
         let chunks = futures_util::stream::poll_fn(move |cx| {
             rx.poll_recv(cx).map(|c| c.map(Ok::<_, Infallible>))
@@ -140,7 +143,7 @@ pub async fn completions(
             .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
             .into_response()
     } else {
-        let ended = turn_end(&api, &mut events, &turn_id).await?;
+        let ended = turn_end(&api, &mut watch).await?;
         guard.turn_id = None;
         if ended.status == TurnStatus::Completed {
             let answer = ended.answer.unwrap_or_default();
@@ -237,33 +240,10 @@ fn text(content: &Value) -> Result<String, &'static str> {
     }
 }
 
-/// Records `history` as the session's first turn, `imported`.
-async fn import(api: &Api, session: &str, history: &[Message]) -> Result<(), ApiError> {
-    let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-    let record = TurnRecord {
-        id: crate::agent::control::new_turn_id(),
-        session: session.to_string(),
-        parent_turn_id: None,
-        input: "(history given with a chat completions request)".into(),
-        status: TurnStatus::Completed,
-        reason: "imported".into(),
-        iterations: 0,
-        usage: Usage::default(),
-        started_at: now.clone(),
-        ended_at: now,
-    };
-    api.scheduler()
-        .agent()
-        .store()
-        .commit_turn(&record, history)
-        .await
-        .map_err(ApiError::internal)
-}
-
 /// Stops the turn (hard) if dropped before the turn ended: its client went
 /// away.
 struct StopOnDrop {
-    scheduler: Scheduler,
+    core: Core,
     turn_id: Option<String>,
 }
 
@@ -274,8 +254,12 @@ impl Drop for StopOnDrop {
                 target: Target::Turn(turn_id),
                 mode: InterruptMode::Hard,
             };
-            // Refused only if the turn has just ended.
-            let _ = self.scheduler.submit(op);
+            // Refused only if the turn has just ended. An interrupt is done
+            // at once: the task only runs the submit.
+            let core = self.core.clone();
+            tokio::spawn(async move {
+                let _ = core.submit(op).await;
+            });
         }
     }
 }
@@ -384,7 +368,7 @@ fn usage_json(usage: Usage) -> Value {
 
 /// Feeds a streamed completion from the turn's events.
 async fn stream(
-    mut events: Subscription,
+    mut events: Events,
     mut guard: StopOnDrop,
     reply: Reply,
     include_usage: bool,
@@ -404,7 +388,7 @@ async fn stream(
             received = events.recv() => received,
             _ = tx.closed() => return,
         };
-        let Some(Received::Event(event)) = received else {
+        let Some(event) = received else {
             return;
         };
         if event.turn_id.as_deref() != Some(turn_id.as_str()) {

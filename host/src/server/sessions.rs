@@ -22,11 +22,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Api, ApiError};
-use crate::bus::{Delivery, Filter, Received, Subscription};
-use crate::llm::Usage;
-use crate::protocol::{
-    Accepted, EventBody, InterruptMode, Op, Policy, Target, TurnEnd, TurnStatus,
-};
+use crate::agent::TurnOutcome;
+use crate::core::TurnWatch;
+use crate::protocol::{Accepted, InterruptMode, Op, Policy, Target, TurnStatus};
 use crate::store::forest;
 
 /// Longest session key accepted.
@@ -121,7 +119,7 @@ pub async fn message(
         session: m.session.clone(),
         content: m.content,
     };
-    submit(&api, m.session, op, m.wait).await
+    submit(&api, op, m.wait).await
 }
 
 pub async fn steer(
@@ -132,37 +130,23 @@ pub async fn steer(
         session: m.session.clone(),
         content: m.content,
     };
-    submit(&api, m.session, op, m.wait).await
+    submit(&api, op, m.wait).await
 }
 
-/// Submits a message for `session`; with `wait`, answers when its turn has
-/// ended.
-async fn submit(
-    api: &Api,
-    session: String,
-    op: Op,
-    wait: bool,
-) -> Result<Json<MessageAnswer>, ApiError> {
-    // Subscribed before submitting, so the turn's end cannot be missed.
-    let mut events = wait.then(|| {
-        let filter = Filter {
-            session: Some(session),
-            no_deltas: true,
-            ..Default::default()
-        };
-        api.scheduler()
-            .agent()
-            .bus()
-            .subscribe(filter, Delivery::Lossless)
-    });
-    let mut answer = match api.scheduler().submit(op)? {
+/// Submits a message; with `wait`, answers when its turn has ended.
+async fn submit(api: &Api, op: Op, wait: bool) -> Result<Json<MessageAnswer>, ApiError> {
+    let (accepted, watch) = match wait {
+        true => api.core().submit_watched(op).await?,
+        false => (api.core().submit(op).await?, None),
+    };
+    let mut answer = match accepted {
         Accepted::Started { turn_id } => answer(turn_id, "started", None),
         Accepted::Steered { turn_id } => answer(turn_id, "steered", None),
         Accepted::Queued { turn_id, position } => answer(turn_id, "queued", Some(position)),
         other => unreachable!("a message is not answered with {other:?}"),
     };
-    if let Some(events) = &mut events {
-        let ended = turn_end(api, events, &answer.turn_id).await?;
+    if let Some(mut watch) = watch {
+        let ended = turn_end(api, &mut watch).await?;
         answer.status = Some(ended.status);
         answer.reason = Some(ended.reason);
         answer.answer = ended.answer;
@@ -181,54 +165,22 @@ fn answer(turn_id: String, disposition: &str, position: Option<usize>) -> Messag
     }
 }
 
-/// How a turn ended, from its `turn_end`.
-pub(super) struct Ended {
-    pub status: TurnStatus,
-    pub reason: String,
-    pub answer: Option<String>,
-    pub usage: Usage,
-}
-
-/// Waits for `turn_end` of `turn_id` (every turn id handed out gets one,
-/// even a queued turn dropped before it ran), or for the host to stop.
-pub(super) async fn turn_end(
-    api: &Api,
-    events: &mut Subscription,
-    turn_id: &str,
-) -> Result<Ended, ApiError> {
-    loop {
-        let received = tokio::select! {
-            // The turn's end, if published before the host stopped, wins.
-            biased;
-            received = events.recv() => received,
-            _ = api.inner.stopped.cancelled() => None,
-        };
-        let Some(received) = received else {
-            break;
-        };
-        if let Received::Event(event) = received
-            && event.turn_id.as_deref() == Some(turn_id)
-            && let EventBody::TurnEnd(TurnEnd {
-                status,
-                reason,
-                answer,
-                usage,
-                ..
-            }) = &event.body
-        {
-            return Ok(Ended {
-                status: *status,
-                reason: reason.clone(),
-                answer: answer.clone(),
-                usage: *usage,
-            });
-        }
-    }
-    Err(ApiError::new(
-        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-        "shutting_down",
-        "the host stopped before the turn ended",
-    ))
+/// Waits for the end of the watched turn (every turn id handed out gets
+/// one, even a queued turn dropped before it ran), or for the host to stop.
+pub(super) async fn turn_end(api: &Api, watch: &mut TurnWatch) -> Result<TurnOutcome, ApiError> {
+    let ended = tokio::select! {
+        // The turn's end, if published before the host stopped, wins.
+        biased;
+        ended = watch.ended() => ended,
+        _ = api.inner.stopped.cancelled() => None,
+    };
+    ended.ok_or_else(|| {
+        ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the host stopped before the turn ended",
+        )
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -249,7 +201,7 @@ pub async fn interrupt(
     let target = match body.turn_id {
         Some(id) => {
             let running = api
-                .scheduler()
+                .core()
                 .active_turn(&session)
                 .is_some_and(|active| active == id);
             if !running {
@@ -267,7 +219,7 @@ pub async fn interrupt(
         target,
         mode: body.mode,
     };
-    match api.scheduler().submit(op)? {
+    match api.core().submit(op).await? {
         Accepted::Interrupted { turn_id, discarded } => Ok(Json(json!({
             "turn_id": turn_id,
             "mode": body.mode,
@@ -290,7 +242,7 @@ pub async fn policy(
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     let policy = body.policy;
-    api.scheduler().submit(Op::SetPolicy { session, policy })?;
+    api.core().submit(Op::SetPolicy { session, policy }).await?;
     Ok(Json(json!({ "policy": policy })))
 }
 
@@ -299,10 +251,10 @@ pub async fn show(
     State(api): State<Api>,
     SessionKey(key): SessionKey,
 ) -> Result<Json<Value>, ApiError> {
-    let store = api.scheduler().agent().store();
-    let history = store.history(&key).await.map_err(ApiError::internal)?;
-    let turns = store.turns(&key).await.map_err(ApiError::internal)?;
-    let live = api.scheduler().live(&key);
+    let core = api.core();
+    let history = core.history(&key).await.map_err(ApiError::internal)?;
+    let turns = core.turns(&key).await.map_err(ApiError::internal)?;
+    let live = core.live(&key);
     if history.is_empty() && turns.is_empty() && live.is_none() {
         return Err(ApiError::not_found_msg(format!(
             "no session '{key}': it has no history, no recorded turn and nothing running"
@@ -327,12 +279,6 @@ pub async fn show(
 
 /// `GET /v1/sessions`: every recorded session, most recent first.
 pub async fn list(State(api): State<Api>) -> Result<Json<Value>, ApiError> {
-    let sessions = api
-        .scheduler()
-        .agent()
-        .store()
-        .sessions()
-        .await
-        .map_err(ApiError::internal)?;
+    let sessions = api.core().sessions().await.map_err(ApiError::internal)?;
     Ok(Json(json!({ "sessions": sessions })))
 }

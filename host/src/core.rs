@@ -1,0 +1,511 @@
+//! The core: the one seam every front end uses.
+//!
+//! The CLI (`run`, `chat`), the HTTP API, the OpenAI-compatible endpoint and
+//! the tests hold a [`Core`] and nothing else of the host: no front end
+//! reaches into the agent, the bus or the store. A [`Core`] owns the agent,
+//! the scheduler that runs its sessions, and the event log writer. It
+//! offers:
+//!
+//! - **Ops in**: [`Core::submit`] does what an [`Op`] asks (importing a
+//!   history included, which waits for the store).
+//! - **Events out**: [`Core::subscribe`] (and [`Core::subscribe_bounded`])
+//!   give the live events, and with `after_seq` first the stored events
+//!   after that seq, then the live ones, with no gap and no duplicate.
+//! - **Waiting for a turn**: [`Core::submit_watched`] and [`Core::run`]
+//!   subscribe before they submit, so the turn's `turn_end` cannot be
+//!   missed; [`Core::wait_turn`] waits for any turn by id, also one that has
+//!   already ended (it looks in the event log).
+//! - **What a session holds and does**: [`Core::history`],
+//!   [`Core::turns`], [`Core::sessions`], [`Core::live`],
+//!   [`Core::active_turn`], [`Core::busy_sessions`].
+//! - **Plugins and observers**: [`Core::plugins`], [`Core::tool_names`],
+//!   [`Core::announce_plugins`], [`Core::watch_plugins`],
+//!   [`Core::observer_stats`], [`Core::events_dropped`].
+//! - **Shutdown**: [`Core::close`], [`Core::interrupt_all`], waiting for
+//!   idleness, and [`Core::shut_down`], which does all of it in order and
+//!   flushes the event log.
+//!
+//! # Waiting for a turn's end without a race
+//!
+//! Every turn id handed out gets exactly one `turn_end`, also a queued turn
+//! dropped before it ran. A front end that subscribes *after* submitting
+//! could miss it, so:
+//!
+//! - [`Core::submit_watched`] subscribes to the session's `turn_end`s, then
+//!   submits: the end comes after the subscription exists.
+//! - [`Core::wait_turn`] subscribes, learns the `seq` of the last event
+//!   published before the subscription, waits until the event log holds
+//!   every event up to it, and looks the turn's end up there. An end
+//!   published before the subscription is in the log; one published after
+//!   reaches the subscription.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+
+use crate::agent::{Agent, TurnOutcome};
+use crate::bus::{Delivery, Filter, Received, Subscription};
+use crate::hooks::ObserverStats;
+use crate::llm::Message;
+use crate::plugin::watch::WatchHandle;
+use crate::protocol::{
+    Accepted, Event, EventBody, EventKind, InterruptMode, Op, Refused, Target, TurnEnd,
+};
+use crate::scheduler::{LiveSession, Scheduler, SchedulerConfig};
+use crate::store::{EventLog, SessionInfo, TurnRecord};
+
+/// Stored events read per query while replaying.
+const PAGE: usize = 512;
+
+/// The host as a front end sees it. Cheap to clone: clones share it.
+#[derive(Clone)]
+pub struct Core {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    agent: Arc<Agent>,
+    scheduler: Scheduler,
+    log: EventLog,
+}
+
+impl Core {
+    /// The core over `agent`: starts the event log writer (every event
+    /// published from now on is stored) and the scheduler that runs the
+    /// agent's sessions. Call within a Tokio runtime, before the agent
+    /// publishes anything.
+    pub fn new(agent: Arc<Agent>, config: SchedulerConfig) -> Core {
+        let log = EventLog::spawn(agent.store.clone(), agent.bus.subscribe_all_lossless());
+        let scheduler = Scheduler::new(agent.clone(), config);
+        Core {
+            inner: Arc::new(Inner {
+                agent,
+                scheduler,
+                log,
+            }),
+        }
+    }
+
+    /// Does what `op` asks. Everything but [`Op::ImportHistory`] is done at
+    /// once (a turn it starts runs on its own task); an import answers once
+    /// the history is stored.
+    pub async fn submit(&self, op: Op) -> Result<Accepted, Refused> {
+        match op {
+            Op::ImportHistory { session, messages } => {
+                self.inner
+                    .scheduler
+                    .import_history(&session, messages)
+                    .await
+            }
+            op => self.inner.scheduler.submit(op),
+        }
+    }
+
+    /// [`Core::submit`], and a watch on the end of the turn the answer names
+    /// (started, steered, queued or interrupted; none for a policy or an
+    /// import). Subscribed before submitting, so the end cannot be missed.
+    pub async fn submit_watched(&self, op: Op) -> Result<(Accepted, Option<TurnWatch>), Refused> {
+        let session = match &op {
+            Op::UserMessage { session, .. } | Op::Steer { session, .. } => Some(session.clone()),
+            Op::Interrupt {
+                target: Target::Session(session),
+                ..
+            } => Some(session.clone()),
+            _ => None,
+        };
+        let filter = Filter {
+            session,
+            no_deltas: true,
+            kinds: vec![EventKind::TurnEnd],
+        };
+        let events = self.inner.agent.bus.subscribe(filter, Delivery::Lossless);
+        let accepted = self.submit(op).await?;
+        let turn_id = match &accepted {
+            Accepted::Started { turn_id }
+            | Accepted::Steered { turn_id }
+            | Accepted::Queued { turn_id, .. }
+            | Accepted::Interrupted { turn_id, .. } => Some(turn_id.clone()),
+            Accepted::PolicySet | Accepted::Imported { .. } => None,
+        };
+        let watch = turn_id.map(|turn_id| TurnWatch { turn_id, events });
+        Ok((accepted, watch))
+    }
+
+    /// Submits `op` and waits for the end of the turn its answer names
+    /// ([`Core::submit_watched`]); `None` when it names none.
+    pub async fn run(&self, op: Op) -> Result<(Accepted, Option<TurnOutcome>), Refused> {
+        let (accepted, watch) = self.submit_watched(op).await?;
+        let outcome = match watch {
+            Some(mut watch) => watch.ended().await,
+            None => None,
+        };
+        Ok((accepted, outcome))
+    }
+
+    /// Waits for the end of the turn `turn_id`, whether it has already
+    /// ended or not (see the module's docs). Waits as long as it takes: an
+    /// id no turn has (or an import's) never ends; bound it with a timeout.
+    /// Fails if the event log cannot be read or the host is gone.
+    pub async fn wait_turn(&self, turn_id: &str) -> Result<TurnOutcome> {
+        let filter = Filter {
+            session: None,
+            no_deltas: true,
+            kinds: vec![EventKind::TurnEnd],
+        };
+        let (mut live, before) = self
+            .inner
+            .agent
+            .bus
+            .subscribe_after(filter, Delivery::Lossless);
+        self.inner.log.flush(before).await;
+        if let Some(event) = self.inner.agent.store.turn_end(turn_id).await? {
+            return turn_ended(&event, turn_id)
+                .ok_or_else(|| anyhow!("the stored end of turn {turn_id} is not a turn_end"));
+        }
+        while let Some(received) = live.recv().await {
+            if let Received::Event(event) = received
+                && let Some(outcome) = turn_ended(&event, turn_id)
+            {
+                return Ok(outcome);
+            }
+        }
+        Err(anyhow!("the host stopped before turn {turn_id} ended"))
+    }
+
+    /// The events `filter` wants, every one of them (the subscription is
+    /// unbounded: for consumers that keep up on average). With `after_seq`,
+    /// first the stored events after that seq, then the live ones.
+    pub fn subscribe(&self, filter: Filter, after_seq: Option<u64>) -> Events {
+        self.events(filter, after_seq, Delivery::Lossless)
+    }
+
+    /// [`Core::subscribe`] holding at most `capacity` events for a consumer
+    /// that falls behind: the events it missed are read back from the event
+    /// log, so it still gets every one, in order, and memory stays bounded.
+    pub fn subscribe_bounded(
+        &self,
+        filter: Filter,
+        after_seq: Option<u64>,
+        capacity: usize,
+    ) -> Events {
+        self.events(filter, after_seq, Delivery::Bounded(capacity))
+    }
+
+    fn events(&self, filter: Filter, after_seq: Option<u64>, delivery: Delivery) -> Events {
+        // Everything after `upto` reaches `live`; everything up to it is (or
+        // will be, once flushed) in the event log.
+        let (live, upto) = self
+            .inner
+            .agent
+            .bus
+            .subscribe_after(filter.clone(), delivery);
+        // A seq past the last event (from another host's log) starts at the
+        // next event rather than skipping any.
+        let (last, replay) = match after_seq {
+            Some(after) if after < upto => (after, Some(upto)),
+            _ => (upto, None),
+        };
+        Events {
+            core: self.clone(),
+            filter,
+            live,
+            last,
+            replay,
+            backlog: VecDeque::new(),
+        }
+    }
+
+    /// A session's history, in order; empty for a session never seen.
+    pub async fn history(&self, session: &str) -> Result<Vec<Message>> {
+        self.inner.agent.store.history(session).await
+    }
+
+    /// A session's recorded turns, in order of start.
+    pub async fn turns(&self, session: &str) -> Result<Vec<TurnRecord>> {
+        self.inner.agent.store.turns(session).await
+    }
+
+    /// Every recorded session, most recently updated first.
+    pub async fn sessions(&self) -> Result<Vec<SessionInfo>> {
+        self.inner.agent.store.sessions().await
+    }
+
+    /// What `session` is doing now (its live turn tree, its queue); `None`
+    /// for a session not seen since the host started.
+    pub fn live(&self, session: &str) -> Option<LiveSession> {
+        self.inner.scheduler.live(session)
+    }
+
+    /// The id of the turn running on `session`, while it takes steering and
+    /// interrupts.
+    pub fn active_turn(&self, session: &str) -> Option<String> {
+        self.inner.scheduler.active_turn(session)
+    }
+
+    /// Sessions with a turn running or waiting, or a SubTurn running.
+    pub fn busy_sessions(&self) -> usize {
+        self.inner.scheduler.busy_sessions()
+    }
+
+    /// Whether `session` has a turn running or waiting, or a SubTurn running.
+    pub fn is_busy(&self, session: &str) -> bool {
+        self.inner.scheduler.is_busy(session)
+    }
+
+    /// Waits until `session` has nothing running or waiting.
+    pub async fn until_idle(&self, session: &str) {
+        self.inner.scheduler.until_idle(session).await
+    }
+
+    /// Waits until every session is idle.
+    pub async fn until_all_idle(&self) {
+        self.inner.scheduler.until_all_idle().await
+    }
+
+    /// Every file of the plugin directory, as `wasmclaw plugins list
+    /// --json` prints it.
+    pub fn plugins(&self) -> Vec<serde_json::Value> {
+        let catalog = self.inner.agent.plugins.catalog();
+        (catalog.plugins.iter())
+            .map(|s| serde_json::to_value(s.info()).expect("plugin info serializes"))
+            .collect()
+    }
+
+    /// Whether the plugin directory has been read (a watch's first pass).
+    pub fn plugins_scanned(&self) -> bool {
+        self.inner.agent.plugins.is_scanned()
+    }
+
+    /// The names of the plugins' tools.
+    pub fn tool_names(&self) -> Vec<String> {
+        let catalog = self.inner.agent.plugins.catalog();
+        catalog.tools().iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// Publishes the state of every plugin file (`plugin_loaded` or
+    /// `plugin_failed`).
+    pub fn announce_plugins(&self) {
+        self.inner.agent.announce_plugins()
+    }
+
+    /// Picks up plugins added, replaced or removed from now on, and
+    /// publishes each change. Watching stops when the handle is dropped.
+    pub fn watch_plugins(&self) -> Result<WatchHandle> {
+        self.inner.agent.watch_plugins()
+    }
+
+    /// What each `on-event` hook delivered, dropped and failed.
+    pub fn observer_stats(&self) -> Vec<ObserverStats> {
+        self.inner.agent.observer_stats()
+    }
+
+    /// Events dropped for bounded subscribers since the host started.
+    pub fn events_dropped(&self) -> u64 {
+        self.inner.agent.bus.dropped_total()
+    }
+
+    /// Starts no new turn from now on: messages are refused.
+    pub fn close(&self) {
+        self.inner.scheduler.close()
+    }
+
+    /// Whether [`Core::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.scheduler.is_closed()
+    }
+
+    /// The refusal a message gets once [`Core::close`] was called.
+    pub fn refuse_if_closed(&self) -> Result<(), Refused> {
+        self.inner.scheduler.refuse_if_closed()
+    }
+
+    /// Interrupts every running turn; how many were reached.
+    pub fn interrupt_all(&self, mode: InterruptMode) -> usize {
+        self.inner.scheduler.interrupt_all(mode)
+    }
+
+    /// Winds the host down: refuses messages, asks running turns to wind
+    /// down, stops those still running after `grace`, lets the `on-event`
+    /// hooks take in what is queued for them, and waits until the event log
+    /// holds every event published.
+    pub async fn shut_down(&self, grace: Duration) {
+        self.close();
+        let asked = self.interrupt_all(InterruptMode::Graceful);
+        if asked > 0 {
+            tracing::info!("shutting down: {asked} running turns asked to wind down");
+        }
+        if tokio::time::timeout(grace, self.until_all_idle())
+            .await
+            .is_err()
+        {
+            let stopped = self.interrupt_all(InterruptMode::Hard);
+            tracing::warn!(
+                "shutting down: {stopped} turns still running after {grace:?} were stopped"
+            );
+            if tokio::time::timeout(Duration::from_secs(5), self.until_all_idle())
+                .await
+                .is_err()
+            {
+                tracing::error!("shutting down: some turns did not end after being stopped");
+            }
+        }
+        self.inner.agent.close_observers().await;
+        self.flush_events().await;
+    }
+
+    /// Waits until the event log holds every event published so far.
+    pub async fn flush_events(&self) {
+        let last = self.inner.agent.bus.last_seq();
+        self.inner.log.flush(last).await;
+    }
+}
+
+/// How the turn `turn_id` ended, if `event` is its `turn_end`.
+pub fn turn_ended(event: &Event, turn_id: &str) -> Option<TurnOutcome> {
+    if event.turn_id.as_deref() != Some(turn_id) {
+        return None;
+    }
+    let EventBody::TurnEnd(TurnEnd {
+        status,
+        reason,
+        error_kind,
+        iterations,
+        usage,
+        answer,
+    }) = &event.body
+    else {
+        return None;
+    };
+    Some(TurnOutcome {
+        turn_id: turn_id.to_string(),
+        status: *status,
+        reason: reason.clone(),
+        error_kind: *error_kind,
+        answer: answer.clone(),
+        iterations: *iterations,
+        usage: *usage,
+    })
+}
+
+/// Waits for the end of one turn ([`Core::submit_watched`]).
+pub struct TurnWatch {
+    turn_id: String,
+    events: Subscription,
+}
+
+impl TurnWatch {
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// How the turn ended, once it has; `None` if the host is gone first.
+    /// Cancel-safe: in a `select!` loop, nothing is lost.
+    pub async fn ended(&mut self) -> Option<TurnOutcome> {
+        while let Some(received) = self.events.recv().await {
+            if let Received::Event(event) = received
+                && let Some(outcome) = turn_ended(&event, &self.turn_id)
+            {
+                return Some(outcome);
+            }
+        }
+        None
+    }
+}
+
+/// Events from [`Core::subscribe`]: stored ones first (after the seq asked
+/// for, or to fill in what a bounded subscription dropped), then live ones;
+/// each once, in `seq` order.
+pub struct Events {
+    core: Core,
+    filter: Filter,
+    live: Subscription,
+    /// The seq of the last event handed out or passed over.
+    last: u64,
+    /// Events up to this seq are to be read from the event log (once it
+    /// holds them).
+    replay: Option<u64>,
+    /// Stored events read, not yet handed out.
+    backlog: VecDeque<Event>,
+}
+
+/// The event log could not be read.
+struct Unreadable;
+
+impl Events {
+    /// The next event; `None` once the host is gone, or if the event log
+    /// could not be read for a replay (logged). Cancel-safe.
+    pub async fn recv(&mut self) -> Option<Arc<Event>> {
+        loop {
+            if let Some(stored) = self.stored().await {
+                return stored.ok();
+            }
+            let received = self.live.recv().await?;
+            if let Some(event) = self.take(received) {
+                return Some(event);
+            }
+        }
+    }
+
+    /// The next event already published (read from the event log if it has
+    /// to be), without waiting for a new one; `None` when there is none.
+    pub async fn try_next(&mut self) -> Option<Arc<Event>> {
+        loop {
+            if let Some(stored) = self.stored().await {
+                return stored.ok();
+            }
+            let received = self.live.try_recv()?;
+            if let Some(event) = self.take(received) {
+                return Some(event);
+            }
+        }
+    }
+
+    /// A live event to hand out (one not already read from the store).
+    fn take(&mut self, received: Received) -> Option<Arc<Event>> {
+        match received {
+            Received::Event(event) if event.seq > self.last => {
+                self.last = event.seq;
+                Some(event)
+            }
+            // Already handed out from the event log.
+            Received::Event(_) => None,
+            Received::Dropped(n) => {
+                tracing::debug!("a subscriber fell {n} events behind; reading them back");
+                self.replay = Some(self.core.inner.agent.bus.last_seq());
+                None
+            }
+        }
+    }
+
+    /// The next stored event to hand out: `None` when there is no replay to
+    /// do (or it is done).
+    async fn stored(&mut self) -> Option<Result<Arc<Event>, Unreadable>> {
+        loop {
+            while let Some(event) = self.backlog.pop_front() {
+                self.last = event.seq;
+                if self.filter.wants(&event) {
+                    return Some(Ok(Arc::new(event)));
+                }
+            }
+            let upto = self.replay?;
+            self.core.inner.log.flush(upto).await;
+            let store = &self.core.inner.agent.store;
+            let page = match store
+                .events(self.filter.session.as_deref(), self.last, PAGE)
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::error!("reading events back from the event log: {e:#}");
+                    return Some(Err(Unreadable));
+                }
+            };
+            if page.len() < PAGE {
+                self.replay = None;
+            }
+            self.backlog.extend(page);
+        }
+    }
+}
