@@ -1,5 +1,8 @@
 //! The agent: turns of a session, driven by a model and the plugins' tools.
 //!
+//! - [`task`]: the life of every turn: its task, its place in the table of
+//!   live turns, its one `turn_end` (panics and aborts included), and what
+//!   it tells the scheduler ([`task::InternalOp`]).
 //! - [`turn`]: one turn, from the user's message to the final answer.
 //! - [`tools`]: running the tool calls of one model reply.
 //! - [`registry`]: every tool on offer, over its sources (the built-ins,
@@ -15,12 +18,17 @@
 //! - [`refusals`]: the loop rule: a turn that repeats a refused tool call.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the tool
-//! registry over them and the built-ins, the model chain, the event bus and
-//! the session store. The tool list and the hooks are built once per plugin
-//! set and rebuilt after a reload. Front ends submit turns through
+//! registry over them and the built-ins, the model chain, the event bus, the
+//! session store and the table of live turns. The hooks are built once per
+//! plugin set and rebuilt after a reload. Front ends submit turns through
 //! [`crate::core::Core`] (which runs them on the
 //! [`crate::scheduler::Scheduler`]) and follow them there;
 //! [`Agent::run_turn`] runs one turn directly, outside any schedule.
+//!
+//! The agent never calls the scheduler: a turn tree the scheduler started
+//! carries the scheduler's queue in its controls, and what the scheduler must
+//! know (follow-ups, SubTurns started and ended, turn ends) is sent there as
+//! [`task::InternalOp`]s.
 
 pub mod arguments;
 pub mod budget;
@@ -29,6 +37,7 @@ pub mod control;
 pub mod refusals;
 pub mod registry;
 pub mod subturn;
+pub mod task;
 pub mod tools;
 pub mod turn;
 
@@ -111,9 +120,8 @@ pub struct Agent {
     pub(crate) config: AgentConfig,
     /// Places for SubTurns alive at once, host-wide.
     pub(crate) subturn_slots: Arc<Semaphore>,
-    /// Whoever runs the sessions (the scheduler), told about follow-up
-    /// turns and SubTurns.
-    sessions: Mutex<Option<Arc<dyn SessionHooks>>>,
+    /// Every turn alive, by id (see [`task`]).
+    pub(crate) turns: Arc<task::TurnTable>,
     /// Every tool on offer: the built-ins, then the plugins' tools.
     pub(crate) registry: Registry,
     /// The hooks, built once per plugin set.
@@ -126,17 +134,6 @@ pub struct Agent {
 struct Built {
     catalog: Arc<Catalog>,
     hooks: Arc<HookSet>,
-}
-
-/// What the agent tells whoever runs its sessions (the scheduler). Called
-/// with no lock held.
-pub trait SessionHooks: Send + Sync {
-    /// `content` runs as a turn of its own on `session` (the result of a
-    /// SubTurn whose parent has ended).
-    fn follow_up(&self, session: &str, content: String);
-    /// A SubTurn of `session` started: the session is not idle until it ends.
-    fn subturn_started(&self, session: &str);
-    fn subturn_ended(&self, session: &str);
 }
 
 impl Agent {
@@ -157,7 +154,7 @@ impl Agent {
             store,
             subturn_slots: Arc::new(Semaphore::new(config.subturns.total)),
             config,
-            sessions: Mutex::new(None),
+            turns: Arc::default(),
             built: Mutex::new(None),
             observers,
         }
@@ -211,43 +208,6 @@ impl Agent {
         }
     }
 
-    /// Tells `hooks` (the scheduler that runs this agent's turns; the last
-    /// one set) about follow-ups and SubTurns.
-    pub fn set_session_hooks(&self, hooks: Arc<dyn SessionHooks>) {
-        *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = Some(hooks);
-    }
-
-    fn sessions(&self) -> Option<Arc<dyn SessionHooks>> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Runs `content` as a turn of its own on `session`. Without a scheduler
-    /// there is no one to run it: it is logged.
-    pub(crate) fn follow_up(&self, session: &str, content: String) {
-        match self.sessions() {
-            Some(hooks) => hooks.follow_up(session, content),
-            None => tracing::warn!(
-                session,
-                "no scheduler runs follow-up turns; dropped: {content}"
-            ),
-        }
-    }
-
-    pub(crate) fn subturn_started(&self, session: &str) {
-        if let Some(hooks) = self.sessions() {
-            hooks.subturn_started(session);
-        }
-    }
-
-    pub(crate) fn subturn_ended(&self, session: &str) {
-        if let Some(hooks) = self.sessions() {
-            hooks.subturn_ended(session);
-        }
-    }
-
     pub fn bus(&self) -> &EventBus {
         &self.bus
     }
@@ -261,12 +221,20 @@ impl Agent {
     }
 
     /// Runs one top-level turn on `session` for the user's `input`, with no
-    /// one to steer or interrupt it.
+    /// one to steer it, and waits for its end. It runs on a task of its own
+    /// (see [`task`]), so a panic inside ends it in error. No scheduler runs
+    /// the session: a follow-up its SubTurns ask for is logged and dropped.
     pub async fn run_turn(self: &Arc<Self>, session: &str, input: &str) -> TurnOutcome {
         let control = control::TurnControl::new(session, 0, self.config.subturns.per_parent);
-        turn::Turn::new(self.clone(), Arc::new(control))
-            .run(input)
+        let start = task::Start::new(Arc::new(control));
+        task::spawn(self, start, turn::TurnSpec::default(), input.to_string())
+            .join()
             .await
+    }
+
+    /// The turns alive now, top-level and SubTurns, by id.
+    pub fn turns(&self) -> &Arc<task::TurnTable> {
+        &self.turns
     }
 
     /// Publishes the state of every plugin file: `plugin_loaded` or

@@ -2,12 +2,14 @@
 //!
 //! Every front end submits [`Op`]s here, through [`crate::core::Core`]. The scheduler keeps a table of
 //! sessions (each with its policy, its running turn and its queue of
-//! follow-ups) and of running turns by id, so every steer and interrupt
-//! reaches the turn it names, never "whichever turn is active".
+//! follow-ups); the turns themselves run through [`crate::agent::task`],
+//! which keeps the table of live turns by id (top-level turns and SubTurns),
+//! so every steer and interrupt reaches the turn it names, never "whichever
+//! turn is active".
 //!
 //! - A session's turns run strictly in arrival order, one at a time: the
-//!   first message of an idle session starts a task that runs its turns until
-//!   the queue is empty.
+//!   first message of an idle session starts a turn; when it ends, the next
+//!   queued one starts, until the queue is empty.
 //! - Different sessions run in parallel, at most
 //!   [`SchedulerConfig::max_parallel`] turns at once; the others wait for a
 //!   slot, first come first served.
@@ -20,24 +22,52 @@
 //!   failed) runs as follow-ups, first in the queue.
 //! - A hard interrupt drops the session's queued follow-ups with the turn and
 //!   says which in `interrupt_received`.
+//! - An interrupt naming a SubTurn (`Target::Turn(subturn_id)`) acts on it as
+//!   on a top-level turn: hard, it is cancelled at once with its own
+//!   children and its parent sees it end `aborted`; graceful, it lets its
+//!   running tools finish and gives a last answer, which its parent gets. A
+//!   SubTurn takes no steering from the user and has no queue of its own:
+//!   `Accepted::Interrupted` names the SubTurn and `discarded` is empty; the
+//!   session's follow-ups stay queued.
+//!
+//! What the turns tell the scheduler (a turn ended, a follow-up turn to run,
+//! a SubTurn started or ended, which keeps its session busy) comes as
+//! [`InternalOp`]s on a queue the scheduler owns, handed to each turn it
+//! starts (and inherited by the turn's SubTurns), drained in order by one
+//! task: a SubTurn's follow-up is queued before its end is counted, so its
+//! session never looks idle in between. The agent never calls the scheduler.
+//!
+//! The session table is bounded: a session idle (no turn running or queued,
+//! no SubTurn running) for [`SchedulerConfig::session_idle`] is let go by one
+//! sweeper task, which sleeps until the first of the sessions that went idle
+//! is due (it never scans the table). Before a session is let go, its policy
+//! is written to the store if it differs from what the store has; a session
+//! used again is rebuilt with the store's policy (its history was always
+//! there). A session is let go under the table's lock and its own, and only
+//! if it is still idle and unused since; an op that looked it up just before
+//! finds it marked and looks again, so it reaches either the old entry
+//! before it goes or a fresh one: never neither.
 //!
 //! Lock order: the session table, then a session's state, then a turn's
-//! control, then the turn table. No lock is held across an await.
+//! control, then the turn table or the idle queue. No lock is held across
+//! an await.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
 
+use crate::agent::Agent;
 use crate::agent::control::{Closed, TurnControl, new_turn_id};
-use crate::agent::turn::Turn;
-use crate::agent::{Agent, SessionHooks};
+use crate::agent::task::{self, InternalOp, OpSender};
+use crate::agent::turn::TurnSpec;
 use crate::bus::Scope;
 use crate::llm::{Message, Usage};
 use crate::protocol::{
-    Accepted, EventBody, FollowUpQueued, InterruptMode, Op, Policy, Refused, Target, TurnEnd,
-    TurnStatus,
+    Accepted, FollowUpQueued, InterruptMode, Op, Policy, Refused, Target, TurnStatus,
 };
 use crate::store::TurnRecord;
 
@@ -50,10 +80,16 @@ pub struct SchedulerConfig {
     pub queue_capacity: usize,
     /// Steering messages a running turn may have waiting.
     pub steering_capacity: usize,
+    /// How long a session stays in memory once idle (no turn running or
+    /// queued, no SubTurn running, no op for it). Then it is let go; its
+    /// next op rebuilds it from the store (its history always lives there;
+    /// its policy is written there before it is let go).
+    pub session_idle: Duration,
 }
 
 pub const DEFAULT_MAX_PARALLEL: usize = 256;
 pub const DEFAULT_QUEUE_CAPACITY: usize = 64;
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(600);
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
@@ -61,6 +97,7 @@ impl Default for SchedulerConfig {
             max_parallel: DEFAULT_MAX_PARALLEL,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             steering_capacity: DEFAULT_QUEUE_CAPACITY,
+            session_idle: DEFAULT_SESSION_IDLE,
         }
     }
 }
@@ -74,15 +111,41 @@ pub struct Scheduler {
 struct Inner {
     agent: Arc<Agent>,
     config: SchedulerConfig,
-    slots: Semaphore,
+    slots: Arc<Semaphore>,
+    /// The sessions in memory: busy, or idle for less than
+    /// [`SchedulerConfig::session_idle`].
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    turns: Mutex<HashMap<String, Arc<TurnControl>>>,
+    /// Sessions let go so far: a session rebuilt while one was let go reads
+    /// the store again.
+    evictions: AtomicU64,
     /// Sessions that are not idle.
     busy: AtomicUsize,
     /// Notified whenever a session becomes idle.
     went_idle: Notify,
     /// Set by [`Scheduler::close`]: no new turn starts.
     closed: AtomicBool,
+    /// The queue this scheduler's turn trees report to; drained by one task.
+    ops: OpSender,
+    /// Sessions that went idle, in that order (so in the order they are due
+    /// to be let go). An entry of a session used since is stale.
+    idle: Mutex<VecDeque<IdleEntry>>,
+    /// Wakes the sweeper when `idle` gains an entry.
+    idle_pushed: Arc<Notify>,
+    /// Stops the scheduler's tasks when it is dropped.
+    stop: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+struct IdleEntry {
+    at: Instant,
+    session: Weak<Session>,
+    /// The session's [`SessionState::idle_count`] when it went idle.
+    count: u64,
 }
 
 struct Session {
@@ -93,7 +156,10 @@ struct Session {
 #[derive(Default)]
 struct SessionState {
     policy: Policy,
-    /// A task runs this session's turns.
+    /// The policy the store keeps for the session.
+    stored_policy: Policy,
+    /// A turn of this session runs or waits for a slot (the session's turns
+    /// run one after another until its queue is empty).
     busy: bool,
     /// SubTurns of this session still running (their results may start
     /// turns).
@@ -102,6 +168,11 @@ struct SessionState {
     active: Option<Arc<TurnControl>>,
     /// Follow-up messages, each a turn of its own, in order.
     queue: VecDeque<Queued>,
+    /// Times the session went idle (or was used while idle).
+    idle_count: u64,
+    /// Let go: no longer in the table. Whoever still holds it looks the
+    /// session up again (and gets a fresh one).
+    evicted: bool,
 }
 
 /// A follow-up message and the id its turn will have.
@@ -166,23 +237,31 @@ impl SessionState {
 }
 
 impl Scheduler {
-    /// Runs `agent`'s turns from now on, and the follow-up turns it asks
+    /// Runs `agent`'s turns from now on, and the follow-up turns they ask
     /// for (results of SubTurns whose parent had ended). Must be called
     /// within a tokio runtime.
     pub fn new(agent: Arc<Agent>, config: SchedulerConfig) -> Scheduler {
+        let (ops, queue) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
-            slots: Semaphore::new(config.max_parallel.max(1)),
+            slots: Arc::new(Semaphore::new(config.max_parallel.max(1))),
             agent,
             config,
             sessions: Mutex::new(HashMap::new()),
-            turns: Mutex::new(HashMap::new()),
+            evictions: AtomicU64::new(0),
             busy: AtomicUsize::new(0),
             went_idle: Notify::new(),
             closed: AtomicBool::new(false),
+            ops,
+            idle: Mutex::new(VecDeque::new()),
+            idle_pushed: Arc::new(Notify::new()),
+            stop: CancellationToken::new(),
         });
-        inner
-            .agent
-            .set_session_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
+        tokio::spawn(drain(Arc::downgrade(&inner), queue));
+        tokio::spawn(sweep(
+            Arc::downgrade(&inner),
+            inner.idle_pushed.clone(),
+            inner.stop.clone(),
+        ));
         Scheduler { inner }
     }
 
@@ -204,10 +283,14 @@ impl Scheduler {
             Op::UserMessage { session, content } => self.inner.message(&session, content, false),
             Op::Steer { session, content } => self.inner.message(&session, content, true),
             Op::Interrupt { target, mode } => self.inner.interrupt(&target, mode),
-            Op::SetPolicy { session, policy } => {
-                self.inner.session(&session)?.state().policy = policy;
-                Ok(Accepted::PolicySet)
-            }
+            Op::SetPolicy { session, policy } => self.inner.with_session(&session, |s, state| {
+                state.policy = policy;
+                if state.idle() {
+                    // Used: its idle time starts again.
+                    self.inner.idle_from_now(s, state);
+                }
+                Accepted::PolicySet
+            }),
         }
     }
 
@@ -262,6 +345,12 @@ impl Scheduler {
             turn_id: record.id,
             messages: messages.len(),
         })
+    }
+
+    /// Sessions whose state is in memory now: busy ones, and idle ones not
+    /// yet let go.
+    pub fn sessions_in_memory(&self) -> usize {
+        lock(&self.inner.sessions).len()
     }
 
     /// The id of the turn running on `session` (while it can still be
@@ -359,35 +448,163 @@ impl Scheduler {
 }
 
 impl Inner {
-    /// The session named `key`, created on first use.
-    fn session(&self, key: &str) -> Result<Arc<Session>, Refused> {
+    /// `f` of the session named `key` and its locked state; the session is
+    /// created on first use, and rebuilt from the store once let go.
+    fn with_session<T>(
+        &self,
+        key: &str,
+        f: impl FnOnce(&Arc<Session>, &mut SessionState) -> T,
+    ) -> Result<T, Refused> {
         if key.trim().is_empty() {
             return Err(Refused::Invalid(
                 "the session key is empty; name the session".into(),
             ));
         }
-        let mut sessions = lock(&self.sessions);
-        Ok(sessions
-            .entry(key.to_string())
-            .or_insert_with(|| {
-                Arc::new(Session {
-                    key: key.to_string(),
-                    state: Mutex::default(),
-                })
-            })
-            .clone())
+        loop {
+            let session = self.session(key);
+            let mut state = session.state();
+            // Let go between the lookup and the lock: the table has a fresh
+            // one (or will have, at the next lookup).
+            if state.evicted {
+                continue;
+            }
+            return Ok(f(&session, &mut state));
+        }
+    }
+
+    /// The session named `key`, from the table, or new (with the policy the
+    /// store keeps for it).
+    fn session(&self, key: &str) -> Arc<Session> {
+        loop {
+            if let Some(session) = lock(&self.sessions).get(key) {
+                return session.clone();
+            }
+            // Read outside the table's lock. A session is let go only after
+            // its policy is written, so a session missing from the table has
+            // its policy in the store; unless one was let go during the read.
+            let evictions = self.evictions.load(Ordering::SeqCst);
+            let policy = self.agent.store.policy(key).unwrap_or_else(|e| {
+                tracing::warn!(session = key, "could not read the session's policy: {e:#}");
+                None
+            });
+            let mut sessions = lock(&self.sessions);
+            if let Some(session) = sessions.get(key) {
+                return session.clone();
+            }
+            if self.evictions.load(Ordering::SeqCst) != evictions {
+                continue;
+            }
+            let policy = policy.unwrap_or_default();
+            let session = Arc::new(Session {
+                key: key.to_string(),
+                state: Mutex::new(SessionState {
+                    policy,
+                    stored_policy: policy,
+                    ..SessionState::default()
+                }),
+            });
+            {
+                // Idle from its creation: an op that starts nothing (a
+                // policy, a refused message) leaves it to be let go.
+                let mut state = session.state();
+                self.idle_from_now(&session, &mut state);
+            }
+            sessions.insert(key.to_string(), session.clone());
+            return session;
+        }
+    }
+
+    /// `session` is idle from now: it is let go after
+    /// [`SchedulerConfig::session_idle`] unless used in between.
+    fn idle_from_now(&self, session: &Arc<Session>, state: &mut SessionState) {
+        state.idle_count += 1;
+        let mut idle = lock(&self.idle);
+        // Taken under the queue's lock: deadlines are in queue order.
+        idle.push_back(IdleEntry {
+            at: Instant::now() + self.config.session_idle,
+            session: Arc::downgrade(session),
+            count: state.idle_count,
+        });
+        drop(idle);
+        self.idle_pushed.notify_one();
+    }
+
+    /// Lets go of the sessions idle for their whole idle time: the entries
+    /// of the idle queue that are due, and still current.
+    async fn let_go_expired(&self) {
+        let now = Instant::now();
+        loop {
+            let entry = {
+                let mut idle = lock(&self.idle);
+                match idle.front() {
+                    Some(e) if e.at <= now => idle.pop_front(),
+                    _ => None,
+                }
+            };
+            let Some(entry) = entry else { return };
+            let Some(session) = entry.session.upgrade() else {
+                continue;
+            };
+            let current = |state: &SessionState| {
+                !state.evicted && state.idle_count == entry.count && state.idle()
+            };
+            let write = {
+                let state = session.state();
+                if !current(&state) {
+                    continue;
+                }
+                (state.policy != state.stored_policy).then_some(state.policy)
+            };
+            if let Some(policy) = write {
+                // Written before it is let go: a rebuilt session reads it.
+                if let Err(e) = self.agent.store.set_policy(&session.key, policy).await {
+                    tracing::warn!(
+                        session = session.key,
+                        "could not keep the session's policy; it stays in memory: {e:#}"
+                    );
+                    let mut state = session.state();
+                    if current(&state) {
+                        self.idle_from_now(&session, &mut state);
+                    }
+                    continue;
+                }
+            }
+            let mut sessions = lock(&self.sessions);
+            let mut state = session.state();
+            if let Some(policy) = write {
+                state.stored_policy = policy;
+            }
+            // Used during the write (a new entry stands for it), or not ours.
+            if !current(&state)
+                || state.policy != state.stored_policy
+                || !sessions
+                    .get(&session.key)
+                    .is_some_and(|s| Arc::ptr_eq(s, &session))
+            {
+                continue;
+            }
+            state.evicted = true;
+            sessions.remove(&session.key);
+            self.evictions.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// A user message: steers the running turn, queues a follow-up or starts
     /// a turn. `steer` overrides a `follow_up` policy.
-    fn message(
-        self: &Arc<Self>,
-        key: &str,
+    fn message(&self, key: &str, content: String, steer: bool) -> Result<Accepted, Refused> {
+        self.with_session(key, |session, state| {
+            self.message_to(session, state, content, steer)
+        })?
+    }
+
+    fn message_to(
+        &self,
+        session: &Arc<Session>,
+        state: &mut SessionState,
         content: String,
         steer: bool,
     ) -> Result<Accepted, Refused> {
-        let session = self.session(key)?;
-        let mut state = session.state();
+        let key = &session.key;
         // Checked under the session's lock, which shutdown's interrupts
         // take too: a turn started here is one they reach or wait for.
         self.refuse_if_closed()?;
@@ -420,10 +637,10 @@ impl Inner {
                     self.config.queue_capacity
                 )));
             }
-            let (turn_id, position) = self.enqueue(&session, &mut state, content);
+            let (turn_id, position) = self.enqueue(session, state, content);
             return Ok(Accepted::Queued { turn_id, position });
         }
-        let turn_id = self.start(session.clone(), &mut state, content);
+        let turn_id = self.start(session, state, content);
         Ok(Accepted::Started { turn_id })
     }
 
@@ -431,18 +648,19 @@ impl Inner {
     /// session has a turn running or waiting (or a SubTurn running). The
     /// session is busy until the returned guard is dropped.
     fn reserve_import(self: &Arc<Self>, key: &str) -> Result<ImportGuard, Refused> {
-        let session = self.session(key)?;
-        let mut state = session.state();
-        self.refuse_if_closed()?;
-        if !state.idle() {
-            return Err(Refused::Invalid(format!(
-                "session '{key}' has a turn running or waiting; history can only be imported \
-                 into a new session"
-            )));
-        }
-        state.busy = true;
-        self.track(true, &state);
-        drop(state);
+        let session = self.with_session(key, |session, state| {
+            // Checked under the session's lock, as for a message.
+            self.refuse_if_closed()?;
+            if !state.idle() {
+                return Err(Refused::Invalid(format!(
+                    "session '{key}' has a turn running or waiting; history can only be \
+                     imported into a new session"
+                )));
+            }
+            state.busy = true;
+            self.track(session, true, state);
+            Ok(session.clone())
+        })??;
         Ok(ImportGuard {
             inner: self.clone(),
             session,
@@ -450,8 +668,9 @@ impl Inner {
     }
 
     /// An import is over (done, refused or dropped): the messages that
-    /// arrived meanwhile run, in order; else the session is idle.
-    fn end_import(self: &Arc<Self>, session: &Arc<Session>) {
+    /// arrived meanwhile run, in order; else the session is idle. A busy
+    /// session is never let go, so `session` is still the table's.
+    fn end_import(&self, session: &Arc<Session>) {
         let mut state = session.state();
         if self.closed.load(Ordering::SeqCst) {
             let dropped: Vec<Queued> = state.queue.drain(..).collect();
@@ -459,12 +678,11 @@ impl Inner {
         }
         match state.queue.pop_front() {
             Some(next) => {
-                let turn = self.new_turn(session, &mut state, next.turn_id);
-                tokio::spawn(self.clone().drive(session.clone(), turn, next.content));
+                self.run(session, &mut state, next.turn_id, next.content);
             }
             None => {
                 state.busy = false;
-                self.track(false, &state);
+                self.track(session, false, &mut state);
             }
         }
     }
@@ -478,26 +696,34 @@ impl Inner {
         }
     }
 
+    /// Does what a turn of this scheduler reported.
+    fn internal(&self, op: InternalOp) {
+        match op {
+            InternalOp::FollowUp { session, content } => self.follow_up(&session, content),
+            InternalOp::SubturnStarted { session } => self.subturns_changed(&session, true),
+            InternalOp::SubturnEnded { session } => self.subturns_changed(&session, false),
+            InternalOp::TurnEnded { turn } => self.turn_ended(&turn),
+        }
+    }
+
     /// A message that runs as a turn of its own, whatever the session's
     /// policy and queue limit (it was accepted elsewhere: a SubTurn's
     /// result).
-    fn follow_up(self: &Arc<Self>, key: &str, content: String) {
-        let Ok(session) = self.session(key) else {
-            return;
-        };
-        let mut state = session.state();
-        if self.closed.load(Ordering::SeqCst) {
-            tracing::warn!(
-                session = key,
-                "the host is shutting down; follow-up not run: {content}"
-            );
-            return;
-        }
-        if state.busy {
-            self.enqueue(&session, &mut state, content);
-            return;
-        }
-        self.start(session.clone(), &mut state, content);
+    fn follow_up(&self, key: &str, content: String) {
+        let _ = self.with_session(key, |session, state| {
+            if self.closed.load(Ordering::SeqCst) {
+                tracing::warn!(
+                    session = key,
+                    "the host is shutting down; follow-up not run: {content}"
+                );
+                return;
+            }
+            if state.busy {
+                self.enqueue(session, state, content);
+                return;
+            }
+            self.start(session, state, content);
+        });
     }
 
     /// Queues `content` last as a follow-up turn; its turn id and position.
@@ -518,14 +744,16 @@ impl Inner {
     }
 
     /// `state` changed from `was_idle`: keeps the count of busy sessions,
-    /// and wakes those waiting for idleness.
-    fn track(&self, was_idle: bool, state: &SessionState) {
+    /// wakes those waiting for idleness, and starts the idle time of a
+    /// session that went idle.
+    fn track(&self, session: &Arc<Session>, was_idle: bool, state: &mut SessionState) {
         match (was_idle, state.idle()) {
             (true, false) => {
                 self.busy.fetch_add(1, Ordering::SeqCst);
             }
             (false, true) => {
                 self.busy.fetch_sub(1, Ordering::SeqCst);
+                self.idle_from_now(session, state);
                 self.went_idle.notify_waiters();
             }
             _ => {}
@@ -533,33 +761,94 @@ impl Inner {
     }
 
     fn subturns_changed(&self, key: &str, started: bool) {
-        let Ok(session) = self.session(key) else {
-            return;
-        };
-        let mut state = session.state();
-        let was_idle = state.idle();
-        if started {
-            state.subturns += 1;
-        } else {
-            state.subturns = state.subturns.saturating_sub(1);
-        }
-        self.track(was_idle, &state);
+        let _ = self.with_session(key, |session, state| {
+            let was_idle = state.idle();
+            if started {
+                state.subturns += 1;
+            } else {
+                state.subturns = state.subturns.saturating_sub(1);
+            }
+            self.track(session, was_idle, state);
+        });
     }
 
     /// Starts a turn on a session with none running.
-    fn start(
-        self: &Arc<Self>,
-        session: Arc<Session>,
-        state: &mut SessionState,
-        input: String,
-    ) -> String {
+    fn start(&self, session: &Arc<Session>, state: &mut SessionState, input: String) -> String {
         let was_idle = state.idle();
         state.busy = true;
-        self.track(was_idle, state);
-        let turn = self.new_turn(&session, state, new_turn_id());
-        let turn_id = turn.id.clone();
-        tokio::spawn(self.clone().drive(session, turn, input));
-        turn_id
+        self.track(session, was_idle, state);
+        self.run(session, state, new_turn_id(), input)
+    }
+
+    /// Starts the session's next turn (it takes steering and interrupts
+    /// from now on, even while it waits for a slot). Its end comes back as
+    /// [`InternalOp::TurnEnded`].
+    fn run(
+        &self,
+        session: &Session,
+        state: &mut SessionState,
+        id: String,
+        input: String,
+    ) -> String {
+        let control = TurnControl::with_id(
+            id.clone(),
+            &session.key,
+            self.config.steering_capacity,
+            self.agent.config.subturns.per_parent,
+        );
+        let turn = Arc::new(control.reporting_to(self.ops.clone()));
+        state.active = Some(turn.clone());
+        let (ops, ended) = (self.ops.clone(), turn.clone());
+        let start = task::Start {
+            control: turn,
+            slot: Some(self.slots.clone()),
+            on_end: Some(Box::new(move |_| {
+                let _ = ops.send(InternalOp::TurnEnded { turn: ended });
+            })),
+        };
+        task::spawn(&self.agent, start, TurnSpec::default(), input);
+        id
+    }
+
+    /// The session's turn `turn` ended: the next one starts, or the session
+    /// goes idle.
+    fn turn_ended(&self, turn: &Arc<TurnControl>) {
+        // A busy session is never let go.
+        let Some(session) = lock(&self.sessions).get(&turn.session).cloned() else {
+            return;
+        };
+        let mut state = session.state();
+        if !state.active.as_ref().is_some_and(|a| Arc::ptr_eq(a, turn)) {
+            return;
+        }
+        // Steering the turn never took in runs next, in order.
+        for (i, content) in turn.leftover().into_iter().enumerate() {
+            let turn_id = new_turn_id();
+            self.queued(&session, &turn_id, content.clone(), i + 1);
+            state.queue.insert(i, Queued { turn_id, content });
+        }
+        state.active = None;
+        if self.closed.load(Ordering::SeqCst) {
+            let dropped: Vec<Queued> = state.queue.drain(..).collect();
+            for q in &dropped {
+                tracing::warn!(
+                    session = session.key,
+                    turn_id = q.turn_id,
+                    "the host is shutting down; follow-up not run: {}",
+                    q.content
+                );
+            }
+            self.not_run(&session, dropped, "the host shut down before it ran");
+        }
+        match state.queue.pop_front() {
+            Some(next) => {
+                self.run(&session, &mut state, next.turn_id, next.content);
+            }
+            None => {
+                state.busy = false;
+                self.track(&session, false, &mut state);
+            }
+        }
     }
 
     /// Ends the turns of follow-ups dropped before they ran: each id handed
@@ -569,18 +858,16 @@ impl Inner {
         for q in dropped {
             let scope = Scope {
                 session: Some(session.key.clone()),
-                turn_id: Some(q.turn_id),
+                turn_id: Some(q.turn_id.clone()),
                 parent_turn_id: None,
             };
-            let end = EventBody::TurnEnd(TurnEnd {
-                status: crate::protocol::TurnStatus::Aborted,
-                reason: format!("not run: {reason}"),
-                error_kind: None,
-                iterations: 0,
-                usage: crate::llm::Usage::default(),
-                answer: None,
-            });
-            self.agent.bus.publish(&scope, end);
+            let outcome = task::outcome(
+                &q.turn_id,
+                TurnStatus::Aborted,
+                format!("not run: {reason}"),
+                None,
+            );
+            self.agent.bus.publish(&scope, task::end_event(&outcome));
         }
     }
 
@@ -593,86 +880,8 @@ impl Inner {
         };
         self.agent.bus.publish(
             &scope,
-            EventBody::FollowUpQueued(FollowUpQueued { content, position }),
+            crate::protocol::EventBody::FollowUpQueued(FollowUpQueued { content, position }),
         );
-    }
-
-    /// Registers the session's next turn (it takes steering and interrupts
-    /// from now on, even while it waits for a slot).
-    fn new_turn(
-        &self,
-        session: &Session,
-        state: &mut SessionState,
-        id: String,
-    ) -> Arc<TurnControl> {
-        let turn = Arc::new(TurnControl::with_id(
-            id,
-            &session.key,
-            self.config.steering_capacity,
-            self.agent.config.subturns.per_parent,
-        ));
-        state.active = Some(turn.clone());
-        lock(&self.turns).insert(turn.id.clone(), turn.clone());
-        turn
-    }
-
-    /// Runs the session's turns, one after another, until its queue is empty.
-    async fn drive(
-        self: Arc<Self>,
-        session: Arc<Session>,
-        mut turn: Arc<TurnControl>,
-        mut input: String,
-    ) {
-        loop {
-            {
-                // A turn stopped while it waits for a slot runs at once (and
-                // ends at once, aborted).
-                let _slot = tokio::select! {
-                    slot = self.slots.acquire() => Some(slot.expect("never closed")),
-                    _ = turn.cancelled().cancelled() => None,
-                };
-                self.run(&turn, &input).await;
-            }
-            lock(&self.turns).remove(&turn.id);
-            let mut state = session.state();
-            // Steering the turn never took in runs next, in order.
-            for (i, content) in turn.leftover().into_iter().enumerate() {
-                let turn_id = new_turn_id();
-                self.queued(&session, &turn_id, content.clone(), i + 1);
-                state.queue.insert(i, Queued { turn_id, content });
-            }
-            state.active = None;
-            if self.closed.load(Ordering::SeqCst) {
-                let dropped: Vec<Queued> = state.queue.drain(..).collect();
-                for q in &dropped {
-                    tracing::warn!(
-                        session = session.key,
-                        turn_id = q.turn_id,
-                        "the host is shutting down; follow-up not run: {}",
-                        q.content
-                    );
-                }
-                self.not_run(&session, dropped, "the host shut down before it ran");
-            }
-            let Some(next) = state.queue.pop_front() else {
-                state.busy = false;
-                self.track(false, &state);
-                return;
-            };
-            turn = self.new_turn(&session, &mut state, next.turn_id);
-            input = next.content;
-        }
-    }
-
-    /// Runs one turn on a task of its own, so a panic inside it ends the turn
-    /// in error instead of stopping the session.
-    async fn run(&self, turn: &Arc<TurnControl>, input: &str) {
-        let agent = self.agent.clone();
-        let (control, text) = (turn.clone(), input.to_string());
-        let task = tokio::spawn(async move { Turn::new(agent, control).run(&text).await });
-        if let Err(e) = task.await {
-            crate::agent::turn::panicked(&self.agent, turn, &e.to_string());
-        }
     }
 
     fn interrupt(&self, target: &Target, mode: InterruptMode) -> Result<Accepted, Refused> {
@@ -694,7 +903,21 @@ impl Inner {
                 (session, turn)
             }
             Target::Turn(id) => {
-                let turn = lock(&self.turns).get(id).cloned().ok_or_else(no_active)?;
+                let turn = (self.agent.turns.get(id))
+                    .filter(|t| t.reports_to(&self.ops))
+                    .ok_or_else(no_active)?;
+                if turn.lineage.depth > 0 {
+                    // A SubTurn takes no steering and has no queue of its
+                    // own: nothing is discarded, and the session's
+                    // follow-ups stay (they belong to its top-level turns).
+                    let discarded = turn
+                        .interrupt(mode, &self.agent.bus, Vec::new)
+                        .map_err(|_| no_active())?;
+                    return Ok(Accepted::Interrupted {
+                        turn_id: turn.id.clone(),
+                        discarded,
+                    });
+                }
                 let session = lock(&self.sessions)
                     .get(&turn.session)
                     .cloned()
@@ -735,30 +958,43 @@ impl Drop for ImportGuard {
     }
 }
 
-/// What the agent tells the scheduler: follow-ups and SubTurns. Weak, so an
-/// agent outliving its scheduler does not keep it alive.
-struct Hooks(std::sync::Weak<Inner>);
-
-impl SessionHooks for Hooks {
-    fn follow_up(&self, session: &str, content: String) {
-        match self.0.upgrade() {
-            Some(inner) => inner.follow_up(session, content),
-            None => tracing::warn!(
-                session,
-                "the scheduler is gone; follow-up dropped: {content}"
-            ),
+/// Drains the queue the scheduler's turns report to, in order, on one task.
+/// Weak, so an agent's turns outliving their scheduler do not keep it alive.
+async fn drain(inner: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<InternalOp>) {
+    while let Some(op) = queue.recv().await {
+        match inner.upgrade() {
+            Some(inner) => inner.internal(op),
+            None => {
+                if let InternalOp::FollowUp { session, content } = op {
+                    tracing::warn!(
+                        session,
+                        "the scheduler is gone; follow-up dropped: {content}"
+                    );
+                }
+            }
         }
     }
+}
 
-    fn subturn_started(&self, session: &str) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.subturns_changed(session, true);
+/// Lets go of idle sessions when their idle time is up: it sleeps until the
+/// first entry of the idle queue is due, so it never scans the table.
+async fn sweep(inner: Weak<Inner>, pushed: Arc<Notify>, stop: CancellationToken) {
+    loop {
+        let next = match inner.upgrade() {
+            Some(inner) => lock(&inner.idle).front().map(|e| e.at),
+            None => return,
+        };
+        let due = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => pushed.notified().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = due => {}
         }
-    }
-
-    fn subturn_ended(&self, session: &str) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.subturns_changed(session, false);
-        }
+        let Some(inner) = inner.upgrade() else { return };
+        inner.let_go_expired().await;
     }
 }

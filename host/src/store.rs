@@ -5,6 +5,9 @@
 //!   order, each tagged with the turn that wrote it;
 //! - each session's **turns**: one row per finished turn, whatever its status
 //!   ([`TurnRecord`]);
+//! - each session's **policy** for messages that arrive while it is busy,
+//!   when not the default ([`Store::set_policy`]): the scheduler writes it
+//!   before it lets an idle session go, and reads it when it rebuilds one;
 //! - the **event log**: every [`Event`] the bus published, keyed by its `seq`
 //!   (written in batches by [`EventLog`]), so numbering continues across a
 //!   restart ([`Store::last_seq`]).
@@ -45,7 +48,7 @@ pub use event_log::EventLog;
 pub use tree::{TurnNode, forest};
 
 use crate::llm::{Message, Usage};
-use crate::protocol::{Event, TurnStatus};
+use crate::protocol::{Event, Policy, TurnStatus};
 
 /// The schema, one step per entry; entry `i` takes `user_version` from `i` to
 /// `i + 1`. Never edit a released step: append a new one.
@@ -114,6 +117,9 @@ const MIGRATIONS: &[&str] = &[
     // 3: a turn's `turn_end` found by its id (`Core::wait_turn` for a turn
     // that has already ended), indexing only those events.
     "CREATE INDEX turn_ends ON events (turn_id) WHERE type = 'turn_end';",
+    // 4: a session's policy for messages that arrive while it is busy, when
+    // not the default (NULL: `steer`).
+    "ALTER TABLE sessions ADD COLUMN policy TEXT CHECK (policy IN ('follow_up'));",
 ];
 
 /// One finished turn, as the turns table keeps it.
@@ -249,6 +255,50 @@ impl Store {
         })
         .await
         .with_context(|| format!("reading the history of session {session}"))
+    }
+
+    /// The policy kept for `session` ([`Store::set_policy`]); None: the
+    /// default. A point read on the caller's thread (it waits for the
+    /// connection, not for the blocking pool): for the scheduler, which
+    /// rebuilds a session it had let go inside a synchronous submit.
+    pub fn policy(&self, session: &str) -> Result<Option<Policy>> {
+        let conn = lock(&self.conn);
+        let policy: Option<String> = conn
+            .prepare_cached("SELECT policy FROM sessions WHERE key = ?1")?
+            .query_row([session], |row| row.get(0))
+            .optional()?
+            .flatten();
+        Ok(match policy.as_deref() {
+            Some("follow_up") => Some(Policy::FollowUp),
+            _ => None,
+        })
+    }
+
+    /// Keeps `policy` for `session` (creating its row if needed); the
+    /// default (`steer`) is kept as none.
+    pub async fn set_policy(&self, session: &str, policy: Policy) -> Result<()> {
+        let key = session.to_string();
+        self.with_conn(move |conn| {
+            match policy {
+                Policy::Steer => {
+                    conn.prepare_cached("UPDATE sessions SET policy = NULL WHERE key = ?1")?
+                        .execute([&key])?;
+                }
+                Policy::FollowUp => {
+                    let now =
+                        humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+                    conn.prepare_cached(
+                        "INSERT INTO sessions (key, created_at, updated_at, policy)
+                         VALUES (?1, ?2, ?2, 'follow_up')
+                         ON CONFLICT (key) DO UPDATE SET policy = excluded.policy",
+                    )?
+                    .execute(params![key, now])?;
+                }
+            }
+            Ok(())
+        })
+        .await
+        .with_context(|| format!("keeping the policy of session {session}"))
     }
 
     /// Ends a turn atomically: in ONE transaction, appends `messages` after
@@ -871,6 +921,46 @@ pub(crate) mod tests {
             statuses,
             [TurnStatus::Completed, TurnStatus::BudgetExceeded]
         );
+    }
+
+    #[tokio::test]
+    async fn a_policy_is_kept_and_a_version_2_store_takes_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            tx.execute_batch(MIGRATIONS[0]).unwrap();
+            tx.execute_batch(MIGRATIONS[1]).unwrap();
+            tx.execute_batch("INSERT INTO sessions VALUES ('old', 't', 't');")
+                .unwrap();
+            tx.pragma_update(None, "user_version", 2).unwrap();
+            tx.commit().unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.policy("old").unwrap(), None);
+        assert_eq!(store.policy("new").unwrap(), None);
+        store.set_policy("old", Policy::FollowUp).await.unwrap();
+        store.set_policy("new", Policy::FollowUp).await.unwrap();
+        assert_eq!(store.policy("old").unwrap(), Some(Policy::FollowUp));
+        assert_eq!(store.policy("new").unwrap(), Some(Policy::FollowUp));
+        store.set_policy("old", Policy::Steer).await.unwrap();
+        store.set_policy("never", Policy::Steer).await.unwrap();
+        assert_eq!(store.policy("old").unwrap(), None);
+        assert_eq!(store.policy("never").unwrap(), None);
+        // A session with a kept policy still takes turns.
+        let record = turn(
+            "new",
+            "t1",
+            TurnStatus::Completed,
+            "2026-01-01T00:00:02.000Z",
+        );
+        store
+            .commit_turn(&record, &[Message::user("hi")])
+            .await
+            .unwrap();
+        assert_eq!(store.policy("new").unwrap(), Some(Policy::FollowUp));
+        assert_eq!(store.history("new").await.unwrap(), [Message::user("hi")]);
     }
 
     #[test]

@@ -32,5 +32,6 @@ mod serve_openai;
 mod sessions;
 mod subturn_bounds;
 mod subturns;
+mod turn_table;
 mod turns;
 mod winding_down;

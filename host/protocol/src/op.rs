@@ -60,7 +60,9 @@ pub enum Accepted {
     },
     /// The turn was told to stop. `discarded`: the messages that went with
     /// it (a hard interrupt drops its pending steering and the session's
-    /// queued follow-ups).
+    /// queued follow-ups). For a SubTurn (named by its id) `turn_id` is the
+    /// SubTurn's and `discarded` is empty: it takes no steering, and the
+    /// session's follow-ups stay queued.
     Interrupted {
         turn_id: String,
         discarded: Vec<String>,

@@ -22,6 +22,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::TurnUsage;
+use super::task::{InternalOp, OpSender, TurnHandle};
 use crate::bus::{EventBus, Scope};
 use crate::protocol::{EventBody, InterruptMode, InterruptReceived};
 
@@ -53,6 +54,9 @@ struct State {
     /// The turn's last model call has begun: steering would come too late.
     steering_closed: bool,
     children: Vec<Weak<TurnControl>>,
+    /// The tasks of the children it started, so a stopped turn stops them
+    /// (see [`super::task`]).
+    tasks: Vec<TurnHandle>,
 }
 
 /// What an asynchronous SubTurn hands its parent when it ends.
@@ -102,6 +106,9 @@ pub struct TurnControl {
     pub(crate) child_slots: Arc<Semaphore>,
     /// Tokens used, and the SubTurns its tree has started.
     pub(crate) usage: TurnUsage,
+    /// Where the turn tells whoever runs its session about follow-ups and
+    /// SubTurns (its children inherit it); None: no one runs it.
+    ops: Option<OpSender>,
 }
 
 impl TurnControl {
@@ -135,11 +142,34 @@ impl TurnControl {
                 graceful: false,
                 steering_closed: false,
                 children: Vec::new(),
+                tasks: Vec::new(),
             }),
             cancel: CancellationToken::new(),
             winding: CancellationToken::new(),
             child_slots: Arc::new(Semaphore::new(max_children)),
             usage: TurnUsage::default(),
+            ops: None,
+        }
+    }
+
+    /// The control, telling `ops` (the scheduler's queue) about follow-ups
+    /// and SubTurns of its tree.
+    pub fn reporting_to(mut self, ops: OpSender) -> TurnControl {
+        self.ops = Some(ops);
+        self
+    }
+
+    /// Whether this turn's tree reports to `ops`.
+    pub(crate) fn reports_to(&self, ops: &OpSender) -> bool {
+        self.ops.as_ref().is_some_and(|o| o.same_channel(ops))
+    }
+
+    /// Sends `op` to whoever runs the session; gives it back if no one does
+    /// (or they are gone).
+    pub(crate) fn report(&self, op: InternalOp) -> Result<(), InternalOp> {
+        match &self.ops {
+            Some(ops) => ops.send(op).map_err(|e| e.0),
+            None => Err(op),
         }
     }
 
@@ -155,6 +185,7 @@ impl TurnControl {
         control.critical = critical;
         control.cancel = parent.cancel.child_token();
         control.usage = TurnUsage::in_tree(parent.usage.tree.clone());
+        control.ops = parent.ops.clone();
         let control = Arc::new(control);
         let mut state = parent.state();
         state.children.retain(|c| c.strong_count() > 0);
@@ -193,6 +224,20 @@ impl TurnControl {
             .iter()
             .filter_map(Weak::upgrade)
             .collect()
+    }
+
+    /// Keeps the task of a child it started, until the child ends.
+    pub(crate) fn adopt(&self, child: TurnHandle) {
+        let mut state = self.state();
+        state.tasks.retain(|t| !t.is_finished());
+        state.tasks.push(child);
+    }
+
+    /// The tasks of its children still running, taken (when it stops).
+    pub(crate) fn take_child_tasks(&self) -> Vec<TurnHandle> {
+        let mut tasks = std::mem::take(&mut self.state().tasks);
+        tasks.retain(|t| !t.is_finished());
+        tasks
     }
 
     /// Asks the non-critical children to wrap up (a graceful interrupt).

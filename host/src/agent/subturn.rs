@@ -26,12 +26,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 use super::budget::CallSpawns;
 use super::control::{ChildResult, TurnControl};
-use super::turn::{Turn, TurnSpec};
+use super::task::{self, InternalOp, TurnHandle};
+use super::turn::TurnSpec;
 use super::{Agent, TurnOutcome};
+use crate::bus::EventBus;
 use crate::plugin::sandbox::access::SubTurnSpawner;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
 use crate::protocol::{
@@ -124,7 +125,7 @@ impl Drop for Share {
 pub struct Spawned {
     pub id: String,
     pub label: String,
-    task: JoinHandle<TurnOutcome>,
+    handle: TurnHandle,
 }
 
 fn denied(message: String) -> ToolError {
@@ -228,18 +229,14 @@ impl Parent {
         );
         let (agent, parent, id) = (self.agent.clone(), self.control.clone(), child.id.clone());
         let (task_text, child_label) = (request.task, label.clone());
-        agent.subturn_started(&child.session);
-        let task = tokio::spawn(async move {
-            // On a task of its own, so a panic inside ends it in error and
-            // its result is still delivered.
-            let run = tokio::spawn({
-                let (agent, child) = (agent.clone(), child.clone());
-                async move { Turn::with_spec(agent, child, spec).run(&task_text).await }
-            });
-            let outcome = match run.await {
-                Ok(outcome) => outcome,
-                Err(e) => super::turn::panicked(&agent, &child, &e.to_string()),
-            };
+        // Counted before it starts, ended after its delivery: an orphan's
+        // follow-up turn is queued before the end, on the same queue, so the
+        // session is never idle in between.
+        let _ = child.report(InternalOp::SubturnStarted {
+            session: child.session.clone(),
+        });
+        let ended = child.clone();
+        let on_end = move |outcome: &TurnOutcome| {
             drop((place, slot));
             // Before its end is published: whoever learns of the end sees
             // the tokens counted.
@@ -247,21 +244,27 @@ impl Parent {
             agent.bus.publish(
                 &parent.scope(),
                 EventBody::SubturnEnd(SubturnEnd {
-                    subturn_id: child.id.clone(),
+                    subturn_id: ended.id.clone(),
                     status: outcome.status,
                     reason: outcome.reason.clone(),
                     usage: outcome.usage,
                 }),
             );
             if mode == SpawnMode::Spawn {
-                deliver_later(&agent, &parent, &child, &child_label, &outcome);
+                deliver_later(&agent.bus, &parent, &ended, &child_label, outcome);
             }
-            // After delivery: an orphan's follow-up turn has started by now,
-            // so the session is never idle in between.
-            agent.subturn_ended(&child.session);
-            outcome
-        });
-        Ok(Spawned { id, label, task })
+            let _ = ended.report(InternalOp::SubturnEnded {
+                session: ended.session.clone(),
+            });
+        };
+        let start = task::Start {
+            on_end: Some(Box::new(on_end)),
+            ..task::Start::new(child)
+        };
+        let handle = task::spawn(&self.agent, start, spec, task_text);
+        // The parent keeps its children's tasks: stopped, it stops them.
+        self.control.adopt(handle.clone());
+        Ok(Spawned { id, label, handle })
     }
 
     /// The child's model, tools and budget, and its timeout.
@@ -355,12 +358,7 @@ impl Parent {
 
     /// Waits for a `subagent` child's end and returns its answer.
     async fn answer_of(&self, spawned: Spawned) -> Result<String, ToolError> {
-        let outcome = spawned.task.await.map_err(|e| {
-            ToolError::new(
-                ErrorKind::Internal,
-                format!("sub-agent '{}' failed inside the host: {e}", spawned.label),
-            )
-        })?;
+        let outcome = spawned.handle.clone().join().await;
         if self.control.cancelled().is_cancelled() {
             // This turn is being stopped with the child: nothing to deliver.
             return Err(ToolError::new(
@@ -421,7 +419,7 @@ fn result_message(label: &str, id: &str, outcome: &TurnOutcome) -> String {
 /// Hands a `spawn` child's result to its parent, or to a follow-up turn if
 /// the parent has ended.
 fn deliver_later(
-    agent: &Agent,
+    bus: &EventBus,
     parent: &TurnControl,
     child: &TurnControl,
     label: &str,
@@ -436,24 +434,33 @@ fn deliver_later(
         content: result_message(label, &child.id, outcome),
     };
     if let Err(result) = parent.deliver(result) {
-        orphan(agent, parent, result);
+        orphan(bus, parent, result);
     }
 }
 
 /// A result whose parent has ended: it runs as a follow-up turn, unless
 /// the parent was stopped (a hard interrupt, a timeout): then nothing of its
 /// tree is delivered.
-pub(crate) fn orphan(agent: &Agent, parent: &TurnControl, result: ChildResult) {
+pub(crate) fn orphan(bus: &EventBus, parent: &TurnControl, result: ChildResult) {
     if parent.cancelled().is_cancelled() {
         return;
     }
-    agent.bus.publish(
+    bus.publish(
         &parent.scope(),
         EventBody::SubturnOrphan(SubturnOrphan {
             subturn_id: result.subturn_id,
         }),
     );
-    agent.follow_up(&parent.session, result.content);
+    let op = InternalOp::FollowUp {
+        session: parent.session.clone(),
+        content: result.content,
+    };
+    if let Err(InternalOp::FollowUp { session, content }) = parent.report(op) {
+        tracing::warn!(
+            session,
+            "no scheduler runs follow-up turns; dropped: {content}"
+        );
+    }
 }
 
 /// What one plugin call's `agent.spawn-subturn` starts: `subagent` children

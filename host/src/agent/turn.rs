@@ -43,7 +43,7 @@ use crate::hooks::{HookScope, HookStop};
 use crate::llm::types::ToolChoice;
 use crate::llm::{ChainError, ChatRequest, ForHistory, Message, ToolCall, ToolDef, Usage};
 use crate::protocol::{
-    EventBody, SteeringInjected, SubturnDelivered, TurnBegin, TurnEnd, TurnErrorKind, TurnStatus,
+    EventBody, SteeringInjected, SubturnDelivered, TurnBegin, TurnErrorKind, TurnStatus,
 };
 use crate::store::TurnRecord;
 
@@ -210,7 +210,9 @@ impl Turn {
         self.agent.bus.publish(&self.scope, body)
     }
 
-    pub async fn run(mut self, input: &str) -> TurnOutcome {
+    /// Runs the turn to its end; its `turn_end` is published by
+    /// [`super::task`], which runs every turn.
+    pub(crate) async fn run(mut self, input: &str) -> TurnOutcome {
         self.publish(EventBody::TurnBegin(TurnBegin {
             input: input.to_string(),
         }));
@@ -386,14 +388,15 @@ impl Turn {
         }
     }
 
-    /// Writes the turn and its history, then announces its end.
+    /// Writes the turn and its history. Its end is announced by
+    /// [`super::task`], which runs every turn.
     async fn finish(self, input: &str, result: Result<Answer, Failure>) -> TurnOutcome {
         if matches!(result, Err(Failure::TimedOut)) {
             // Its own children go with it.
             self.control.cancelled().cancel();
         }
         for result in self.control.end(&self.agent.bus) {
-            subturn::orphan(&self.agent, &self.control, result);
+            subturn::orphan(&self.agent.bus, &self.control, result);
         }
         let error_kind = result.as_ref().err().and_then(Failure::kind);
         let (status, reason, answer, mut messages) = match result {
@@ -452,45 +455,8 @@ impl Turn {
             outcome.error_kind = Some(TurnErrorKind::Internal);
             outcome.answer = None;
         }
-        self.publish(EventBody::TurnEnd(TurnEnd {
-            status: outcome.status,
-            reason: outcome.reason.clone(),
-            error_kind: outcome.error_kind,
-            iterations: outcome.iterations,
-            usage: outcome.usage,
-            answer: outcome.answer.clone(),
-        }));
         outcome
     }
-}
-
-/// Ends a turn whose task panicked: its children are cancelled, and its
-/// end is published (the store keeps no record: the turn's state is lost).
-pub(crate) fn panicked(agent: &Agent, control: &TurnControl, error: &str) -> TurnOutcome {
-    tracing::error!(turn = %control.id, "the turn panicked: {error}");
-    control.cancelled().cancel();
-    control.end(&agent.bus);
-    let outcome = TurnOutcome {
-        turn_id: control.id.clone(),
-        status: TurnStatus::Error,
-        reason: format!("the turn failed inside the host: {error}"),
-        error_kind: Some(TurnErrorKind::Internal),
-        answer: None,
-        iterations: 0,
-        usage: Usage::default(),
-    };
-    agent.bus.publish(
-        &control.scope(),
-        EventBody::TurnEnd(TurnEnd {
-            status: outcome.status,
-            reason: outcome.reason.clone(),
-            error_kind: outcome.error_kind,
-            iterations: 0,
-            usage: outcome.usage,
-            answer: None,
-        }),
-    );
-    outcome
 }
 
 fn now() -> String {
