@@ -10,16 +10,22 @@
 //!   the HTTP API and the tests use nothing else.
 //! - [`bus`]: the event bus: numbering, fan-out, bounded and lossless delivery.
 //! - [`scheduler`]: sessions and their turns: ordering per session, parallel
-//!   sessions, steering, follow-ups and interrupts.
-//! - [`agent`]: turns: the loop of model calls and tool calls.
+//!   sessions, steering, follow-ups and interrupts, and the bounded table of
+//!   sessions in memory. It hears from turns only through its own queue of
+//!   internal ops.
+//! - [`agent`]: turns: the one place every turn (SubTurns too) is spawned,
+//!   registered and ended ([`agent::task`]), the loop of model calls and tool
+//!   calls, and the registry of tools on offer ([`agent::registry`]).
 //! - [`hooks`]: hook plugins at fixed points of every turn: the chain of
 //!   `before-*` and `after-*` hooks, and `on-event` observers.
 //! - [`llm`]: model providers (OpenAI-compatible, Anthropic, scripted) and the
 //!   fallback chain.
 //! - [`store`]: sessions' history, turns and the event log, in SQLite.
-//! - [`plugin`]: the plugin runtime: the engine, the compile cache, operator grants,
-//!   loading a plugin directory (and watching it), and running every tool call in a
-//!   fresh, limited instance.
+//! - [`plugin`]: the plugin runtime: the operator's policy (grants, network,
+//!   secrets), the sandbox (engine, compile cache, per-call store and limits),
+//!   the WIT imports the host implements, loading a plugin directory (and
+//!   watching it), and running every tool or hook call in a fresh, limited
+//!   instance.
 //! - [`server`]: `wasmclaw serve`, the HTTP API: sessions, an SSE event
 //!   stream, OpenAI-compatible chat completions, metrics.
 //! - [`home`]: where wasmclaw keeps its files (`$WASMCLAW_HOME`, default `~/.wasmclaw`).
