@@ -41,19 +41,21 @@
 //! no SubTurn running) for [`SchedulerConfig::session_idle`] is let go by one
 //! sweeper task, which sleeps until the first of the sessions that went idle
 //! is due (it never scans the table). Before a session is let go, its policy
-//! is written to the store if it differs from what the store has; a session
-//! used again is rebuilt with the store's policy (its history was always
-//! there). A session is let go under the table's lock and its own, and only
+//! is written to the store if it differs from what the store has, and kept
+//! in memory too when it is not the default (the scheduler reads the
+//! store's policies once, when it starts): a session used again is rebuilt
+//! with that policy, with no read of the store inside `submit` (its history
+//! was always in the store). A session is let go under the table's lock and its own, and only
 //! if it is still idle and unused since; an op that looked it up just before
 //! finds it marked and looks again, so it reaches either the old entry
 //! before it goes or a fresh one: never neither.
 //!
 //! Lock order: the session table, then a session's state, then a turn's
-//! control, then the turn table or the idle queue. No lock is held across
-//! an await.
+//! control, then the turn table, the idle queue or the kept policies. No
+//! lock is held across an await.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -115,9 +117,12 @@ struct Inner {
     /// The sessions in memory: busy, or idle for less than
     /// [`SchedulerConfig::session_idle`].
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    /// Sessions let go so far: a session rebuilt while one was let go reads
-    /// the store again.
-    evictions: AtomicU64,
+    /// The policy of every session let go whose policy is not the default,
+    /// as the store keeps it (read once at the start, then kept in step when
+    /// a session is let go): a rebuilt session finds it here, with no read
+    /// of the store in `submit`. Only sessions with a policy of their own
+    /// cost memory here.
+    policies: Mutex<HashMap<String, Policy>>,
     /// Sessions that are not idle.
     busy: AtomicUsize,
     /// Notified whenever a session becomes idle.
@@ -242,12 +247,16 @@ impl Scheduler {
     /// within a tokio runtime.
     pub fn new(agent: Arc<Agent>, config: SchedulerConfig) -> Scheduler {
         let (ops, queue) = mpsc::unbounded_channel();
+        let agent_policies = agent.store.policies().unwrap_or_else(|e| {
+            tracing::warn!("could not read the sessions' policies; they start as `steer`: {e:#}");
+            HashMap::new()
+        });
         let inner = Arc::new(Inner {
             slots: Arc::new(Semaphore::new(config.max_parallel.max(1))),
             agent,
             config,
             sessions: Mutex::new(HashMap::new()),
-            evictions: AtomicU64::new(0),
+            policies: Mutex::new(agent_policies),
             busy: AtomicUsize::new(0),
             went_idle: Notify::new(),
             closed: AtomicBool::new(false),
@@ -475,43 +484,32 @@ impl Inner {
     /// The session named `key`, from the table, or new (with the policy the
     /// store keeps for it).
     fn session(&self, key: &str) -> Arc<Session> {
-        loop {
-            if let Some(session) = lock(&self.sessions).get(key) {
-                return session.clone();
-            }
-            // Read outside the table's lock. A session is let go only after
-            // its policy is written, so a session missing from the table has
-            // its policy in the store; unless one was let go during the read.
-            let evictions = self.evictions.load(Ordering::SeqCst);
-            let policy = self.agent.store.policy(key).unwrap_or_else(|e| {
-                tracing::warn!(session = key, "could not read the session's policy: {e:#}");
-                None
-            });
-            let mut sessions = lock(&self.sessions);
-            if let Some(session) = sessions.get(key) {
-                return session.clone();
-            }
-            if self.evictions.load(Ordering::SeqCst) != evictions {
-                continue;
-            }
-            let policy = policy.unwrap_or_default();
-            let session = Arc::new(Session {
-                key: key.to_string(),
-                state: Mutex::new(SessionState {
-                    policy,
-                    stored_policy: policy,
-                    ..SessionState::default()
-                }),
-            });
-            {
-                // Idle from its creation: an op that starts nothing (a
-                // policy, a refused message) leaves it to be let go.
-                let mut state = session.state();
-                self.idle_from_now(&session, &mut state);
-            }
-            sessions.insert(key.to_string(), session.clone());
-            return session;
+        let mut sessions = lock(&self.sessions);
+        if let Some(session) = sessions.get(key) {
+            return session.clone();
         }
+        // A session's policy enters `policies` before it leaves the table,
+        // under the table's lock.
+        let policy = lock(&self.policies)
+            .get(key)
+            .copied()
+            .unwrap_or_default();
+        let session = Arc::new(Session {
+            key: key.to_string(),
+            state: Mutex::new(SessionState {
+                policy,
+                stored_policy: policy,
+                ..SessionState::default()
+            }),
+        });
+        {
+            // Idle from its creation: an op that starts nothing (a policy,
+            // a refused message) leaves it to be let go.
+            let mut state = session.state();
+            self.idle_from_now(&session, &mut state);
+        }
+        sessions.insert(key.to_string(), session.clone());
+        session
     }
 
     /// `session` is idle from now: it is let go after
@@ -584,8 +582,13 @@ impl Inner {
                 continue;
             }
             state.evicted = true;
+            let mut policies = lock(&self.policies);
+            match state.policy {
+                Policy::Steer => policies.remove(&session.key),
+                policy => policies.insert(session.key.clone(), policy),
+            };
+            drop(policies);
             sessions.remove(&session.key);
-            self.evictions.fetch_add(1, Ordering::SeqCst);
         }
     }
 

@@ -33,6 +33,7 @@ mod event_log;
 mod owner_only;
 mod tree;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -257,21 +258,20 @@ impl Store {
         .with_context(|| format!("reading the history of session {session}"))
     }
 
-    /// The policy kept for `session` ([`Store::set_policy`]); None: the
-    /// default. A point read on the caller's thread (it waits for the
-    /// connection, not for the blocking pool): for the scheduler, which
-    /// rebuilds a session it had let go inside a synchronous submit.
-    pub fn policy(&self, session: &str) -> Result<Option<Policy>> {
+    /// Every session's policy kept by [`Store::set_policy`] that is not
+    /// the default: what the scheduler reads once, at its start.
+    pub fn policies(&self) -> Result<HashMap<String, Policy>> {
         let conn = lock(&self.conn);
-        let policy: Option<String> = conn
-            .prepare_cached("SELECT policy FROM sessions WHERE key = ?1")?
-            .query_row([session], |row| row.get(0))
-            .optional()?
-            .flatten();
-        Ok(match policy.as_deref() {
-            Some("follow_up") => Some(Policy::FollowUp),
-            _ => None,
-        })
+        let mut query = conn.prepare("SELECT key, policy FROM sessions WHERE policy IS NOT NULL")?;
+        let rows = query.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+        let mut out = HashMap::new();
+        for row in rows {
+            let (key, policy) = row?;
+            if policy == "follow_up" {
+                out.insert(key, Policy::FollowUp);
+            }
+        }
+        Ok(out)
     }
 
     /// Keeps `policy` for `session` (creating its row if needed); the
@@ -938,16 +938,16 @@ pub(crate) mod tests {
             tx.commit().unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.policy("old").unwrap(), None);
-        assert_eq!(store.policy("new").unwrap(), None);
+        assert_eq!(store.policies().unwrap().get("old"), None);
+        assert_eq!(store.policies().unwrap().get("new"), None);
         store.set_policy("old", Policy::FollowUp).await.unwrap();
         store.set_policy("new", Policy::FollowUp).await.unwrap();
-        assert_eq!(store.policy("old").unwrap(), Some(Policy::FollowUp));
-        assert_eq!(store.policy("new").unwrap(), Some(Policy::FollowUp));
+        assert_eq!(store.policies().unwrap().get("old"), Some(&Policy::FollowUp));
+        assert_eq!(store.policies().unwrap().get("new"), Some(&Policy::FollowUp));
         store.set_policy("old", Policy::Steer).await.unwrap();
         store.set_policy("never", Policy::Steer).await.unwrap();
-        assert_eq!(store.policy("old").unwrap(), None);
-        assert_eq!(store.policy("never").unwrap(), None);
+        assert_eq!(store.policies().unwrap().get("old"), None);
+        assert_eq!(store.policies().unwrap().get("never"), None);
         // A session with a kept policy still takes turns.
         let record = turn(
             "new",
@@ -959,7 +959,7 @@ pub(crate) mod tests {
             .commit_turn(&record, &[Message::user("hi")])
             .await
             .unwrap();
-        assert_eq!(store.policy("new").unwrap(), Some(Policy::FollowUp));
+        assert_eq!(store.policies().unwrap().get("new"), Some(&Policy::FollowUp));
         assert_eq!(store.history("new").await.unwrap(), [Message::user("hi")]);
     }
 

@@ -11,11 +11,7 @@
 //!   running at once and with the default cap of 256 parallel turns;
 //! - host CPU per turn (the plugin's run time, ~30 µs, included);
 //! - peak RSS, and memory per idle session (RSS growth over 1,000 more
-//!   sessions that ran and went idle; target at most 50 KB);
-//! - memory per idle session after the idle time: RSS growth over 1,000 more
-//!   sessions that ran, went idle and were let go by a scheduler whose
-//!   `session_idle` is short (after a first such round, so the allocator is
-//!   warm; target under 1 KB).
+//!   sessions that ran and went idle; target at most 50 KB).
 //!
 //! The host runs as in production: the session store on disk, the event log
 //! writing every event to it. The fake model runs in a child process, so its
@@ -46,8 +42,6 @@ const WARMUP: usize = 200;
 const MODEL_DELAY: Duration = Duration::from_millis(50);
 /// Every turn at once.
 const ALL_AT_ONCE: usize = 1024;
-/// The idle time of the scheduler that lets sessions go.
-const LET_GO_AFTER: Duration = Duration::from_millis(100);
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -96,14 +90,6 @@ async fn bench() -> Vec<Row> {
         },
     );
     let capped = Scheduler::new(agent.clone(), SchedulerConfig::default());
-    let letting_go = Scheduler::new(
-        agent.clone(),
-        SchedulerConfig {
-            max_parallel: ALL_AT_ONCE,
-            session_idle: LET_GO_AFTER,
-            ..Default::default()
-        },
-    );
 
     let rss_at_start = proc_status_kb("VmRSS");
     let model_pid = child.id();
@@ -115,12 +101,6 @@ async fn bench() -> Vec<Row> {
     let narrow = run(&capped, &log, model_pid, "capped", SESSIONS).await;
     let rss_after = proc_status_kb("VmRSS");
     let db_after = db_bytes(&db);
-    run(&letting_go, &log, model_pid, "let-go-warmup", SESSIONS).await;
-    until_let_go(&letting_go).await;
-    let rss_before_let_go = proc_status_kb("VmRSS");
-    run(&letting_go, &log, model_pid, "let-go", SESSIONS).await;
-    until_let_go(&letting_go).await;
-    let rss_after_let_go = proc_status_kb("VmRSS");
     let peak = proc_status_kb("VmHWM");
 
     drop(child.stdin.take());
@@ -192,14 +172,6 @@ async fn bench() -> Vec<Row> {
         format!("{per_session:.1} KB"),
         json!(per_session),
     ));
-    let let_go_per_session =
-        (rss_after_let_go as f64 - rss_before_let_go as f64) * 1024.0 / SESSIONS as f64;
-    rows.push((
-        "memory per idle session after the idle time (RSS growth over 1,000 more sessions let go)"
-            .into(),
-        format!("{let_go_per_session:.0} B"),
-        json!(let_go_per_session),
-    ));
     let db_per_session = (db_after as f64 - db_before as f64) / 1024.0 / SESSIONS as f64;
     rows.push((
         "session store growth per session (SQLite file + WAL)".into(),
@@ -266,20 +238,6 @@ async fn run(
         submit,
         cpu_per_turn: cpu / n as u32,
         model_cpu_per_turn: model_cpu / n as u32,
-    }
-}
-
-/// Waits until `scheduler` has let go of every idle session; panics after
-/// 30 s.
-async fn until_let_go(scheduler: &Scheduler) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while scheduler.sessions_in_memory() > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "{} sessions still in memory",
-            scheduler.sessions_in_memory()
-        );
-        tokio::time::sleep(LET_GO_AFTER / 4).await;
     }
 }
 
