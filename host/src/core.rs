@@ -352,6 +352,7 @@ impl Core {
             }
         }
         self.inner.agent.close_observers().await;
+        self.inner.scheduler.keep_policies().await;
         self.flush_events().await;
     }
 

@@ -54,7 +54,7 @@
 //! control, then the turn table, the idle queue or the kept policies. No
 //! lock is held across an await.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -131,9 +131,10 @@ struct Inner {
     closed: AtomicBool,
     /// The queue this scheduler's turn trees report to; drained by one task.
     ops: OpSender,
-    /// Sessions that went idle, in that order (so in the order they are due
-    /// to be let go). An entry of a session used since is stale.
-    idle: Mutex<VecDeque<IdleEntry>>,
+    /// The idle sessions, by when they are due to be let go: at most one
+    /// entry per session (its [`SessionState::queued`]), so the queue is
+    /// bounded by the table however often a session goes idle.
+    idle: Mutex<BinaryHeap<IdleEntry>>,
     /// Wakes the sweeper when `idle` gains an entry.
     idle_pushed: Arc<Notify>,
     /// Stops the scheduler's tasks when it is dropped.
@@ -147,11 +148,32 @@ impl Drop for Inner {
 }
 
 struct IdleEntry {
+    /// When the session is due to be let go, as of when the entry was made;
+    /// a session used since is due later (see [`SessionState::idle_since`]).
     at: Instant,
     session: Weak<Session>,
-    /// The session's [`SessionState::idle_count`] when it went idle.
-    count: u64,
 }
+
+/// The earliest entry first.
+impl Ord for IdleEntry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.at.cmp(&self.at)
+    }
+}
+
+impl PartialOrd for IdleEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for IdleEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+    }
+}
+
+impl Eq for IdleEntry {}
 
 struct Session {
     key: String,
@@ -175,6 +197,10 @@ struct SessionState {
     queue: VecDeque<Queued>,
     /// Times the session went idle (or was used while idle).
     idle_count: u64,
+    /// When it last went idle (or was used while idle).
+    idle_since: Option<Instant>,
+    /// It has an entry in the idle queue.
+    queued: bool,
     /// Let go: no longer in the table. Whoever still holds it looks the
     /// session up again (and gets a fresh one).
     evicted: bool,
@@ -261,7 +287,7 @@ impl Scheduler {
             went_idle: Notify::new(),
             closed: AtomicBool::new(false),
             ops,
-            idle: Mutex::new(VecDeque::new()),
+            idle: Mutex::new(BinaryHeap::new()),
             idle_pushed: Arc::new(Notify::new()),
             stop: CancellationToken::new(),
         });
@@ -356,6 +382,40 @@ impl Scheduler {
         })
     }
 
+    /// Entries of the queue of idle sessions waiting to be let go: at most one
+    /// per session in memory.
+    pub fn idle_entries(&self) -> usize {
+        lock(&self.inner.idle).len()
+    }
+
+    /// Writes to the store the policy of every session in memory whose policy
+    /// the store does not have yet (at shutdown: a session is otherwise
+    /// written only when it is let go).
+    pub async fn keep_policies(&self) {
+        let changed: Vec<(Arc<Session>, Policy)> = lock(&self.inner.sessions)
+            .values()
+            .filter_map(|session| {
+                let state = session.state();
+                (state.policy != state.stored_policy).then(|| (session.clone(), state.policy))
+            })
+            .collect();
+        for (session, policy) in changed {
+            match self
+                .inner
+                .agent
+                .store
+                .set_policy(&session.key, policy)
+                .await
+            {
+                Ok(()) => session.state().stored_policy = policy,
+                Err(e) => tracing::warn!(
+                    session = session.key,
+                    "could not keep the session's policy: {e:#}"
+                ),
+            }
+        }
+    }
+
     /// Sessions whose state is in memory now: busy ones, and idle ones not
     /// yet let go.
     pub fn sessions_in_memory(&self) -> usize {
@@ -370,10 +430,17 @@ impl Scheduler {
         state.active.as_ref().map(|turn| turn.id.clone())
     }
 
-    /// What `session` is doing now; None for a session the scheduler has
-    /// never seen.
+    /// What `session` is doing now; None for a session not in memory that
+    /// has no policy of its own (never seen, or let go with the default).
     pub fn live(&self, session: &str) -> Option<LiveSession> {
-        let session = lock(&self.inner.sessions).get(session).cloned()?;
+        let Some(session) = lock(&self.inner.sessions).get(session).cloned() else {
+            // Let go (or never seen): idle, with the policy kept for it.
+            let policy = lock(&self.inner.policies).get(session).copied()?;
+            return Some(LiveSession {
+                policy,
+                ..LiveSession::default()
+            });
+        };
         let state = session.state();
         Some(LiveSession {
             active: state.active.as_deref().map(LiveTurn::of),
@@ -490,10 +557,7 @@ impl Inner {
         }
         // A session's policy enters `policies` before it leaves the table,
         // under the table's lock.
-        let policy = lock(&self.policies)
-            .get(key)
-            .copied()
-            .unwrap_or_default();
+        let policy = lock(&self.policies).get(key).copied().unwrap_or_default();
         let session = Arc::new(Session {
             key: key.to_string(),
             state: Mutex::new(SessionState {
@@ -515,15 +579,17 @@ impl Inner {
     /// `session` is idle from now: it is let go after
     /// [`SchedulerConfig::session_idle`] unless used in between.
     fn idle_from_now(&self, session: &Arc<Session>, state: &mut SessionState) {
+        let now = Instant::now();
         state.idle_count += 1;
-        let mut idle = lock(&self.idle);
-        // Taken under the queue's lock: deadlines are in queue order.
-        idle.push_back(IdleEntry {
-            at: Instant::now() + self.config.session_idle,
-            session: Arc::downgrade(session),
-            count: state.idle_count,
-        });
-        drop(idle);
+        state.idle_since = Some(now);
+        if !state.queued {
+            state.queued = true;
+            self.queue_idle(now + self.config.session_idle, Arc::downgrade(session));
+        }
+    }
+
+    fn queue_idle(&self, at: Instant, session: Weak<Session>) {
+        lock(&self.idle).push(IdleEntry { at, session });
         self.idle_pushed.notify_one();
     }
 
@@ -534,8 +600,8 @@ impl Inner {
         loop {
             let entry = {
                 let mut idle = lock(&self.idle);
-                match idle.front() {
-                    Some(e) if e.at <= now => idle.pop_front(),
+                match idle.peek() {
+                    Some(e) if e.at <= now => idle.pop(),
                     _ => None,
                 }
             };
@@ -543,16 +609,27 @@ impl Inner {
             let Some(session) = entry.session.upgrade() else {
                 continue;
             };
-            let current = |state: &SessionState| {
-                !state.evicted && state.idle_count == entry.count && state.idle()
-            };
-            let write = {
-                let state = session.state();
-                if !current(&state) {
+            let (count, write) = {
+                let mut state = session.state();
+                state.queued = false;
+                // Busy: it is queued again when it goes idle.
+                if state.evicted || !state.idle() {
                     continue;
                 }
-                (state.policy != state.stored_policy).then_some(state.policy)
+                let due = state
+                    .idle_since
+                    .map_or(now, |since| since + self.config.session_idle);
+                if due > now {
+                    // Used since the entry was made: due later.
+                    state.queued = true;
+                    self.queue_idle(due, entry.session);
+                    continue;
+                }
+                let write = (state.policy != state.stored_policy).then_some(state.policy);
+                (state.idle_count, write)
             };
+            let current =
+                |state: &SessionState| !state.evicted && state.idle_count == count && state.idle();
             if let Some(policy) = write {
                 // Written before it is let go: a rebuilt session reads it.
                 if let Err(e) = self.agent.store.set_policy(&session.key, policy).await {
@@ -984,7 +1061,7 @@ async fn drain(inner: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<InternalOp
 async fn sweep(inner: Weak<Inner>, pushed: Arc<Notify>, stop: CancellationToken) {
     loop {
         let next = match inner.upgrade() {
-            Some(inner) => lock(&inner.idle).front().map(|e| e.at),
+            Some(inner) => lock(&inner.idle).peek().map(|e| e.at),
             None => return,
         };
         let due = async {

@@ -262,8 +262,11 @@ impl Store {
     /// the default: what the scheduler reads once, at its start.
     pub fn policies(&self) -> Result<HashMap<String, Policy>> {
         let conn = lock(&self.conn);
-        let mut query = conn.prepare("SELECT key, policy FROM sessions WHERE policy IS NOT NULL")?;
-        let rows = query.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+        let mut query =
+            conn.prepare("SELECT key, policy FROM sessions WHERE policy IS NOT NULL")?;
+        let rows = query.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?;
         let mut out = HashMap::new();
         for row in rows {
             let (key, policy) = row?;
@@ -942,8 +945,14 @@ pub(crate) mod tests {
         assert_eq!(store.policies().unwrap().get("new"), None);
         store.set_policy("old", Policy::FollowUp).await.unwrap();
         store.set_policy("new", Policy::FollowUp).await.unwrap();
-        assert_eq!(store.policies().unwrap().get("old"), Some(&Policy::FollowUp));
-        assert_eq!(store.policies().unwrap().get("new"), Some(&Policy::FollowUp));
+        assert_eq!(
+            store.policies().unwrap().get("old"),
+            Some(&Policy::FollowUp)
+        );
+        assert_eq!(
+            store.policies().unwrap().get("new"),
+            Some(&Policy::FollowUp)
+        );
         store.set_policy("old", Policy::Steer).await.unwrap();
         store.set_policy("never", Policy::Steer).await.unwrap();
         assert_eq!(store.policies().unwrap().get("old"), None);
@@ -959,7 +968,10 @@ pub(crate) mod tests {
             .commit_turn(&record, &[Message::user("hi")])
             .await
             .unwrap();
-        assert_eq!(store.policies().unwrap().get("new"), Some(&Policy::FollowUp));
+        assert_eq!(
+            store.policies().unwrap().get("new"),
+            Some(&Policy::FollowUp)
+        );
         assert_eq!(store.history("new").await.unwrap(), [Message::user("hi")]);
     }
 

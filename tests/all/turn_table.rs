@@ -353,6 +353,12 @@ async fn ten_thousand_idle_sessions_are_let_go_and_rebuilt_from_the_store() {
             )
         });
     assert_eq!(scheduler.live("s-1"), None);
+    assert_eq!(scheduler.idle_entries(), 0);
+    // A session let go still shows the policy kept for it.
+    assert_eq!(
+        scheduler.live("s-0").map(|live| (live.policy, live.busy)),
+        Some((Policy::FollowUp, false))
+    );
 
     // Used again: rebuilt, with its history and its policy.
     let ok = Message::Assistant {
@@ -392,4 +398,82 @@ async fn ten_thousand_idle_sessions_are_let_go_and_rebuilt_from_the_store() {
     );
     idle(&scheduler).await;
     assert_eq!(agent.store().history("s-0").await.unwrap().len(), 6);
+}
+
+/// A model that answers "ok" to everything.
+fn scripted_ok(dir: &PluginDir) -> ProviderConfig {
+    let script = dir.scratch("script").join("ok.json");
+    std::fs::write(&script, r#"{"turns": [{"replies": [{"text": "ok"}]}]}"#).unwrap();
+    ProviderConfig::parse(&format!("scripted:{}", script.display()), |_| None).unwrap()
+}
+
+/// However often an idle session is used without starting a turn, it has
+/// one place in the queue of sessions to let go, and is let go once its
+/// idle time has passed since it was last used.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_session_used_again_and_again_has_one_place_in_the_idle_queue() {
+    let dir = PluginDir::new();
+    let (agent, _events) = agent_with(
+        dir.load().await,
+        vec![scripted_ok(&dir)],
+        Store::open_in_memory().unwrap(),
+        AgentConfig::default(),
+    );
+    let scheduler = Scheduler::new(
+        agent,
+        SchedulerConfig {
+            session_idle: Duration::from_millis(300),
+            ..SchedulerConfig::default()
+        },
+    );
+    let set = |policy| Op::SetPolicy {
+        session: "busy-bee".into(),
+        policy,
+    };
+    for i in 0..10_000 {
+        let policy = if i % 2 == 0 {
+            Policy::FollowUp
+        } else {
+            Policy::Steer
+        };
+        scheduler.submit(set(policy)).unwrap();
+    }
+    assert_eq!(scheduler.sessions_in_memory(), 1);
+    assert_eq!(scheduler.idle_entries(), 1);
+    let drained = async {
+        while scheduler.sessions_in_memory() > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(LIMIT, drained)
+        .await
+        .expect("the session was never let go");
+    assert_eq!(scheduler.idle_entries(), 0);
+    // The last policy set (`steer`, the default) is what it comes back with.
+    assert_eq!(scheduler.live("busy-bee"), None);
+}
+
+/// A policy set on a session still in memory is written at shutdown, so a
+/// restart keeps it (a session let go has written its own).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_survives_a_restart_before_its_session_was_let_go() {
+    let dir = PluginDir::new();
+    let path = dir.scratch("home").join("sessions.db");
+    let (core, _events) = wasmclaw_tests::agents::core_with(
+        dir.load().await,
+        vec![scripted_ok(&dir)],
+        Store::open(&path).unwrap(),
+        AgentConfig::default(),
+        SchedulerConfig::default(),
+    );
+    let op = Op::SetPolicy {
+        session: "kept".into(),
+        policy: Policy::FollowUp,
+    };
+    assert_eq!(core.submit(op).await, Ok(Accepted::PolicySet));
+    tokio::time::timeout(LIMIT, core.shut_down(Duration::ZERO))
+        .await
+        .expect("shutdown hung");
+    let policies = Store::open(&path).unwrap().policies().unwrap();
+    assert_eq!(policies.get("kept"), Some(&Policy::FollowUp));
 }
