@@ -559,6 +559,27 @@ mod tests {
         assert!(table.is_empty());
     }
 
+    #[tokio::test]
+    async fn a_child_adopted_after_its_parent_stopped_is_aborted_at_once() {
+        let (table, bus, _events) = setup();
+        let parent = Arc::new(TurnControl::new("s", 0, 5));
+        let child = TurnControl::child(&parent, false, 5);
+        // The parent stops and takes its children's tasks: none yet.
+        parent.cancelled().cancel();
+        assert!(parent.take_child_tasks().is_empty());
+        // A tool task that spawned the child just before adopts it now. The
+        // child ignores its cancellation.
+        let child_handle = spawn_future(&table, &bus, Start::new(child.clone()), || {
+            std::future::pending::<TurnOutcome>()
+        });
+        parent.adopt(child_handle.clone());
+        let child_outcome = tokio::time::timeout(LIMIT, child_handle.join())
+            .await
+            .expect("a child adopted by a stopped turn is aborted");
+        assert_eq!(child_outcome.status, TurnStatus::Aborted);
+        assert!(table.is_empty());
+    }
+
     #[test]
     fn the_end_event_carries_the_outcome() {
         let mut o = completed("t");
