@@ -145,8 +145,20 @@ impl Core {
     }
 
     /// Waits for the end of the turn `turn_id`, whether it has already
-    /// ended or not (see the module's docs). Waits as long as it takes: an
-    /// id no turn has (or an import's) never ends; bound it with a timeout.
+    /// ended or not (see the module's docs): it returns once the turn's
+    /// `turn_end` is seen, in the event log (an end published before the
+    /// wait began) or live (one published after).
+    ///
+    /// It has no timeout of its own and waits as long as that takes: an id
+    /// no turn has (or an import's) never ends. Bound it with
+    /// `tokio::time::timeout` (dropping the wait costs nothing).
+    ///
+    /// An end published after the wait began is seen live whatever the
+    /// event log does. One published before it is found only in the log: if
+    /// the log dropped the batch holding it (its write failed twice, see
+    /// [`EventLog`]), the end is neither stored nor live, and the wait lasts
+    /// until the caller's timeout.
+    ///
     /// Fails if the event log cannot be read or the host is gone.
     pub async fn wait_turn(&self, turn_id: &str) -> Result<TurnOutcome> {
         let filter = Filter {
