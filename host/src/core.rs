@@ -145,8 +145,20 @@ impl Core {
     }
 
     /// Waits for the end of the turn `turn_id`, whether it has already
-    /// ended or not (see the module's docs). Waits as long as it takes: an
-    /// id no turn has (or an import's) never ends; bound it with a timeout.
+    /// ended or not (see the module's docs): it returns once the turn's
+    /// `turn_end` is seen, in the event log (an end published before the
+    /// wait began) or live (one published after).
+    ///
+    /// It has no timeout of its own and waits as long as that takes: an id
+    /// no turn has (or an import's) never ends. Bound it with
+    /// `tokio::time::timeout` (dropping the wait costs nothing).
+    ///
+    /// An end published after the wait began is seen live whatever the
+    /// event log does. One published before it is found only in the log: if
+    /// the log dropped the batch holding it (its write failed twice, see
+    /// [`EventLog`]), the end is neither stored nor live, and the wait lasts
+    /// until the caller's timeout.
+    ///
     /// Fails if the event log cannot be read or the host is gone.
     pub async fn wait_turn(&self, turn_id: &str) -> Result<TurnOutcome> {
         let filter = Filter {
@@ -508,5 +520,104 @@ impl Events {
             }
             self.backlog.extend(page);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentConfig;
+    use crate::bus::EventBus;
+    use crate::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
+    use crate::plugin::{Plugins, Runtime, RuntimeConfig};
+    use crate::protocol::TurnStatus;
+    use crate::store::{Store, hold};
+    use std::future::Future;
+    use std::task::Poll;
+
+    const LIMIT: Duration = Duration::from_secs(10);
+
+    /// A core with no plugins whose model answers `ok`, over an in-memory
+    /// store.
+    async fn core(dir: &tempfile::TempDir) -> Core {
+        let script = dir.path().join("script.json");
+        std::fs::write(&script, r#"{"turns": [{"replies": [{"text": "ok"}]}]}"#).unwrap();
+        let config = ProviderConfig {
+            kind: ProviderKind::Scripted,
+            model: script.display().to_string(),
+            base_url: String::new(),
+            api_key: None,
+            stream: false,
+            timeout: Duration::from_secs(10),
+            limits: Default::default(),
+        };
+        let provider = Provider::new(config, crate::llm::http_client()).unwrap();
+        let chain = Chain::new(vec![provider], RetryPolicy::default());
+        let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+        let plugins_dir = dir.path().join("plugins");
+        std::fs::create_dir(&plugins_dir).unwrap();
+        let plugins = Plugins::load_dir(runtime, plugins_dir).await;
+        let store = Store::open_in_memory().unwrap();
+        let bus = EventBus::new(0);
+        let agent = Agent::new(plugins, Arc::new(chain), bus, store, AgentConfig::default());
+        Core::new(Arc::new(agent), SchedulerConfig::default())
+    }
+
+    #[tokio::test]
+    async fn an_import_whose_caller_goes_away_still_holds_its_session_until_it_is_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let core = core(&dir).await;
+        let messages = vec![
+            Message::user("imported question"),
+            Message::assistant("imported answer"),
+        ];
+        // The store's connection, held on a thread of its own until the test
+        // lets it go: the import's work waits for it on the blocking pool.
+        let store = core.inner.agent.store.clone();
+        let (held_tx, held) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _held = hold(&store);
+            held_tx.send(()).unwrap();
+            let _ = released.recv();
+        });
+        held.recv_timeout(LIMIT).unwrap();
+        let import = Op::ImportHistory {
+            session: "s".into(),
+            messages: messages.clone(),
+        };
+        // The import starts and waits for the store; then its caller goes
+        // away.
+        let mut submit = Box::pin(core.submit(import));
+        let polled = std::future::poll_fn(|cx| Poll::Ready(submit.as_mut().poll(cx))).await;
+        assert!(polled.is_pending(), "{polled:?}");
+        assert!(core.is_busy("s"));
+        drop(submit);
+        assert!(core.is_busy("s"), "the import still holds its session");
+
+        // A message meanwhile waits for the import.
+        let queued = core.submit(Op::UserMessage {
+            session: "s".into(),
+            content: "next".into(),
+        });
+        let turn_id = match tokio::time::timeout(LIMIT, queued).await.unwrap() {
+            Ok(Accepted::Queued { turn_id, .. }) => turn_id,
+            other => panic!("expected the message to wait for the import, got {other:?}"),
+        };
+        drop(release);
+        holder.join().unwrap();
+        let outcome = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
+            .await
+            .expect("the queued turn runs once the import is stored")
+            .unwrap();
+        assert_eq!(outcome.status, TurnStatus::Completed);
+        let history = core.history("s").await.unwrap();
+        assert_eq!(history[..2], messages[..]);
+        assert_eq!(history.len(), 4, "{history:?}");
+        let turns = core.turns("s").await.unwrap();
+        assert_eq!(turns.len(), 2);
+        assert_eq!(turns[0].reason, "imported");
+        assert_eq!(turns[0].input, "(imported history)");
+        assert_eq!(turns[1].id, turn_id);
     }
 }

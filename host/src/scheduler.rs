@@ -334,7 +334,8 @@ impl Scheduler {
     /// running or waiting. They are recorded as one turn, `imported`, that
     /// runs nothing. While the store is written the session counts as busy:
     /// a message that arrives meanwhile waits as a follow-up and runs once
-    /// the import is done, so it sees the imported history.
+    /// the import is done, so it sees the imported history. The import runs
+    /// to its end also if the caller goes away before its answer.
     pub async fn import_history(
         &self,
         session: &str,
@@ -346,39 +347,15 @@ impl Scheduler {
             )));
         }
         let reserved = self.inner.reserve_import(session)?;
-        let store = &self.inner.agent.store;
-        let failed = |e: anyhow::Error| Refused::Failed(format!("{e:#}"));
-        let history = store.history(session).await.map_err(failed)?;
-        let turns = store.turns(session).await.map_err(failed)?;
-        if !history.is_empty() || !turns.is_empty() {
-            return Err(Refused::Invalid(format!(
-                "session '{session}' already has history ({} messages, {} recorded turns); \
-                 history can only be imported into a new session",
-                history.len(),
-                turns.len()
-            )));
-        }
-        let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-        let record = TurnRecord {
-            id: new_turn_id(),
-            session: session.to_string(),
-            parent_turn_id: None,
-            input: "(imported history)".into(),
-            status: TurnStatus::Completed,
-            reason: "imported".into(),
-            iterations: 0,
-            usage: Usage::default(),
-            started_at: now.clone(),
-            ended_at: now,
-        };
-        store
-            .commit_turn(&record, &messages)
-            .await
-            .map_err(failed)?;
-        drop(reserved);
-        Ok(Accepted::Imported {
-            turn_id: record.id,
-            messages: messages.len(),
+        // The check and the write run on a task of their own that holds the
+        // session busy: a caller that goes away meanwhile (the write goes on
+        // on the blocking pool) does not let the session go idle before the
+        // history is stored.
+        let import = tokio::spawn(store_import(reserved, session.to_string(), messages));
+        import.await.unwrap_or_else(|e| {
+            Err(Refused::Failed(format!(
+                "importing history into session '{session}' failed: {e}"
+            )))
         })
     }
 
@@ -752,10 +729,7 @@ impl Inner {
     /// session is never let go, so `session` is still the table's.
     fn end_import(&self, session: &Arc<Session>) {
         let mut state = session.state();
-        if self.closed.load(Ordering::SeqCst) {
-            let dropped: Vec<Queued> = state.queue.drain(..).collect();
-            self.not_run(session, dropped, "the host shut down before it ran");
-        }
+        self.drop_queue_if_closed(session, &mut state);
         match state.queue.pop_front() {
             Some(next) => {
                 self.run(session, &mut state, next.turn_id, next.content);
@@ -765,6 +739,25 @@ impl Inner {
                 self.track(session, false, &mut state);
             }
         }
+    }
+
+    /// Once the host is shutting down, the follow-ups still queued on a
+    /// session whose turn (or import) ended do not run: each is logged and
+    /// ends `not run`.
+    fn drop_queue_if_closed(&self, session: &Session, state: &mut SessionState) {
+        if !self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let dropped: Vec<Queued> = state.queue.drain(..).collect();
+        for q in &dropped {
+            tracing::warn!(
+                session = session.key,
+                turn_id = q.turn_id,
+                "the host is shutting down; follow-up not run: {}",
+                q.content
+            );
+        }
+        self.not_run(session, dropped, "the host shut down before it ran");
     }
 
     fn refuse_if_closed(&self) -> Result<(), Refused> {
@@ -908,18 +901,7 @@ impl Inner {
             state.queue.insert(i, Queued { turn_id, content });
         }
         state.active = None;
-        if self.closed.load(Ordering::SeqCst) {
-            let dropped: Vec<Queued> = state.queue.drain(..).collect();
-            for q in &dropped {
-                tracing::warn!(
-                    session = session.key,
-                    turn_id = q.turn_id,
-                    "the host is shutting down; follow-up not run: {}",
-                    q.content
-                );
-            }
-            self.not_run(&session, dropped, "the host shut down before it ran");
-        }
+        self.drop_queue_if_closed(&session, &mut state);
         match state.queue.pop_front() {
             Some(next) => {
                 self.run(&session, &mut state, next.turn_id, next.content);
@@ -1025,8 +1007,8 @@ impl Inner {
     }
 }
 
-/// Holds a session busy while its history is imported; dropping it (the
-/// import done, refused, or its caller gone) ends the import.
+/// Holds a session busy while its history is imported (on the import's own
+/// task); dropping it (the import done or refused) ends the import.
 struct ImportGuard {
     inner: Arc<Inner>,
     session: Arc<Session>,
@@ -1036,6 +1018,51 @@ impl Drop for ImportGuard {
     fn drop(&mut self) {
         self.inner.end_import(&self.session);
     }
+}
+
+/// The import of `messages` into `session`, reserved by `guard` (held until
+/// the history is stored or the import refused): see
+/// [`Scheduler::import_history`].
+async fn store_import(
+    guard: ImportGuard,
+    session: String,
+    messages: Vec<Message>,
+) -> Result<Accepted, Refused> {
+    let session = session.as_str();
+    let store = &guard.inner.agent.store;
+    let failed = |e: anyhow::Error| Refused::Failed(format!("{e:#}"));
+    let history = store.history(session).await.map_err(failed)?;
+    let turns = store.turns(session).await.map_err(failed)?;
+    if !history.is_empty() || !turns.is_empty() {
+        return Err(Refused::Invalid(format!(
+            "session '{session}' already has history ({} messages, {} recorded turns); \
+             history can only be imported into a new session",
+            history.len(),
+            turns.len()
+        )));
+    }
+    let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    let record = TurnRecord {
+        id: new_turn_id(),
+        session: session.to_string(),
+        parent_turn_id: None,
+        input: "(imported history)".into(),
+        status: TurnStatus::Completed,
+        reason: "imported".into(),
+        iterations: 0,
+        usage: Usage::default(),
+        started_at: now.clone(),
+        ended_at: now,
+    };
+    store
+        .commit_turn(&record, &messages)
+        .await
+        .map_err(failed)?;
+    drop(guard);
+    Ok(Accepted::Imported {
+        turn_id: record.id,
+        messages: messages.len(),
+    })
 }
 
 /// Drains the queue the scheduler's turns report to, in order, on one task.

@@ -542,6 +542,13 @@ impl Store {
     }
 }
 
+/// Holds the store's connection: every piece of work on it waits until the
+/// guard is dropped (tests that stop the store in the middle of a write).
+#[cfg(test)]
+pub(crate) fn hold(store: &Store) -> MutexGuard<'_, Connection> {
+    lock(&store.conn)
+}
+
 /// The connection, even if a panic poisoned the lock: a panicking closure's
 /// transaction was rolled back when it unwound.
 fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {

@@ -178,6 +178,7 @@ async fn the_openai_python_sdk_streamed_and_not() {
         summary(&asked_turns[0]),
         (TurnStatus::Completed, "imported", 0, Usage::default())
     );
+    assert_eq!(asked_turns[0].input, "(imported history)");
     for turn in [&asked_turns[1], &streamed_turns[0]] {
         assert_eq!(
             summary(turn),

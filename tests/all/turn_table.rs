@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::bus::Subscription;
@@ -24,6 +25,7 @@ use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, drain, kinds, openai, quick_retries, until};
 use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder, ToolCallReply};
 use wasmclaw_tests::gate::{ToolGates, gate_args, gate_output};
+use wasmclaw_tests::server::{Setup as ServerSetup, TestServer};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -289,6 +291,88 @@ async fn a_graceful_interrupt_of_a_subturn_lets_its_tool_finish_and_its_parent_g
             .iter()
             .any(|e| e.body.kind().as_str() == "interrupt_received")
     );
+}
+
+/// `POST /v1/sessions/{key}/interrupt` with `turn_id` and its answer.
+async fn interrupt_over_http(server: &TestServer, key: &str, body: Value) -> (StatusCode, Value) {
+    let response = server
+        .client()
+        .post(server.at(&format!("/v1/sessions/{key}/interrupt")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_http_api_interrupts_a_running_subturn_by_its_id() {
+    let fake = delegating_model().await;
+    let dir = PluginDir::new();
+    let gates = ToolGates::new();
+    dir.add("hostile");
+    dir.grants(
+        "hostile",
+        &format!("{}[limits]\ntimeout_ms = 60000\n", gates.grants()),
+    );
+    let server = TestServer::start(
+        dir.load().await,
+        vec![openai(&fake, "m", true)],
+        ServerSetup::default(),
+    )
+    .await;
+    let Ok(Accepted::Started { turn_id: parent }) =
+        server.core.submit(message("s", "delegate")).await
+    else {
+        panic!("no turn started")
+    };
+    gates.wait_started("child", LIMIT).await;
+    let live = server.core.live("s").unwrap().active.unwrap();
+    assert_eq!(live.turn_id, parent);
+    let child = live.children[0].turn_id.clone();
+
+    // Another session's SubTurn is not this session's to interrupt.
+    let (status, body) =
+        interrupt_over_http(&server, "other", json!({"mode": "hard", "turn_id": child})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        body,
+        json!({"error": {
+            "type": "no_active_turn",
+            "message": format!("turn '{child}' is not running on session 'other'"),
+        }})
+    );
+    // The SubTurn, by its id: stopped; its parent goes on.
+    let (status, body) =
+        interrupt_over_http(&server, "s", json!({"mode": "hard", "turn_id": child})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"turn_id": child, "mode": "hard", "discarded": []})
+    );
+    let child_end = tokio::time::timeout(LIMIT, server.core.wait_turn(&child))
+        .await
+        .expect("the SubTurn ends")
+        .unwrap();
+    assert_eq!(child_end.status, TurnStatus::Aborted);
+    assert_eq!(child_end.reason, "interrupted");
+    let parent_end = tokio::time::timeout(LIMIT, server.core.wait_turn(&parent))
+        .await
+        .expect("the parent ends")
+        .unwrap();
+    assert_eq!(parent_end.status, TurnStatus::Completed);
+    let answer = parent_end.answer.unwrap();
+    assert!(
+        answer.starts_with("child said: error (upstream): sub-agent 'waiter'")
+            && answer.ends_with("ended aborted: interrupted"),
+        "{answer}"
+    );
+    // Ended: no longer there to interrupt.
+    let (status, _) =
+        interrupt_over_http(&server, "s", json!({"mode": "hard", "turn_id": child})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    gates.open("child");
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -57,6 +57,9 @@ struct State {
     /// The tasks of the children it started, so a stopped turn stops them
     /// (see [`super::task`]).
     tasks: Vec<TurnHandle>,
+    /// The turn has stopped and taken its children's tasks: a child adopted
+    /// from now on (spawned by a tool task just before) is aborted at once.
+    stopped: bool,
 }
 
 /// What an asynchronous SubTurn hands its parent when it ends.
@@ -143,6 +146,7 @@ impl TurnControl {
                 steering_closed: false,
                 children: Vec::new(),
                 tasks: Vec::new(),
+                stopped: false,
             }),
             cancel: CancellationToken::new(),
             winding: CancellationToken::new(),
@@ -226,16 +230,27 @@ impl TurnControl {
             .collect()
     }
 
-    /// Keeps the task of a child it started, until the child ends.
+    /// Keeps the task of a child it started, until the child ends; aborts
+    /// it at once if the turn has already stopped (its children's tasks
+    /// taken): no one else would.
     pub(crate) fn adopt(&self, child: TurnHandle) {
         let mut state = self.state();
+        if state.stopped {
+            drop(state);
+            tracing::warn!(turn = %self.id, child = child.id(), "a child started as its turn stopped; aborting it");
+            child.abort();
+            return;
+        }
         state.tasks.retain(|t| !t.is_finished());
         state.tasks.push(child);
     }
 
-    /// The tasks of its children still running, taken (when it stops).
+    /// The tasks of its children still running, taken (when it stops, its
+    /// token cancelled); a child adopted later is aborted at once.
     pub(crate) fn take_child_tasks(&self) -> Vec<TurnHandle> {
-        let mut tasks = std::mem::take(&mut self.state().tasks);
+        let mut state = self.state();
+        state.stopped = true;
+        let mut tasks = std::mem::take(&mut state.tasks);
         tasks.retain(|t| !t.is_finished());
         tasks
     }

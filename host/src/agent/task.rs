@@ -241,13 +241,30 @@ where
 }
 
 /// Waits a little for the (cancelled) children of a stopped turn, then
-/// aborts those still running.
+/// aborts those still running. The children's tasks are held by a
+/// [`Stopping`], so they are aborted also when the turn's own task is
+/// aborted during the wait (its parent's grace ran out first).
 async fn stop_children(control: &TurnControl) {
-    let children = control.take_child_tasks();
-    let all = futures_util::future::join_all(children.iter().cloned().map(TurnHandle::join));
-    if tokio::time::timeout(CHILD_STOP_GRACE, all).await.is_err() {
-        for child in children.iter().filter(|c| !c.is_finished()) {
-            tracing::warn!(turn = %control.id, child = child.id(), "a stopped turn's child did not end; aborting it");
+    let stopping = Stopping {
+        turn: &control.id,
+        children: control.take_child_tasks(),
+    };
+    let all =
+        futures_util::future::join_all(stopping.children.iter().cloned().map(TurnHandle::join));
+    let _ = tokio::time::timeout(CHILD_STOP_GRACE, all).await;
+}
+
+/// The tasks of a stopped turn's children, taken from its control: dropped,
+/// it aborts those still running.
+struct Stopping<'a> {
+    turn: &'a str,
+    children: Vec<TurnHandle>,
+}
+
+impl Drop for Stopping<'_> {
+    fn drop(&mut self) {
+        for child in self.children.iter().filter(|c| !c.is_finished()) {
+            tracing::warn!(turn = %self.turn, child = child.id(), "a stopped turn's child did not end; aborting it");
             child.abort();
         }
     }
@@ -502,6 +519,65 @@ mod tests {
         assert!(table.is_empty());
         let ends = ends(&drain(&mut events));
         assert_eq!(ends.len(), 2, "{ends:?}");
+    }
+
+    #[tokio::test]
+    async fn a_stopped_turn_aborted_while_it_waits_for_its_children_still_aborts_them() {
+        let (table, bus, _events) = setup();
+        let parent = Arc::new(TurnControl::new("s", 0, 5));
+        let child = TurnControl::child(&parent, false, 5);
+        // A child that ignores its cancellation.
+        let child_handle = spawn_future(&table, &bus, Start::new(child.clone()), || {
+            std::future::pending::<TurnOutcome>()
+        });
+        parent.adopt(child_handle.clone());
+        let (stopping_tx, stopping) = tokio::sync::oneshot::channel();
+        let (p, id) = (parent.clone(), parent.id.clone());
+        let handle = spawn_future(
+            &table,
+            &bus,
+            Start::new(parent.clone()),
+            move || async move {
+                p.cancelled().cancel();
+                let _ = stopping_tx.send(());
+                outcome(&id, TurnStatus::Aborted, "interrupted".into(), None)
+            },
+        );
+        tokio::time::timeout(LIMIT, stopping)
+            .await
+            .unwrap()
+            .unwrap();
+        // On this one thread, the turn's task has gone on to wait for its
+        // child (its grace); its own parent's grace runs out first.
+        handle.abort();
+        let outcome = tokio::time::timeout(LIMIT, handle.join()).await.unwrap();
+        assert_eq!(outcome.status, TurnStatus::Aborted);
+        let child_outcome = tokio::time::timeout(LIMIT, child_handle.join())
+            .await
+            .expect("the child is aborted with the turn that stopped it");
+        assert_eq!(child_outcome.status, TurnStatus::Aborted);
+        assert!(table.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_child_adopted_after_its_parent_stopped_is_aborted_at_once() {
+        let (table, bus, _events) = setup();
+        let parent = Arc::new(TurnControl::new("s", 0, 5));
+        let child = TurnControl::child(&parent, false, 5);
+        // The parent stops and takes its children's tasks: none yet.
+        parent.cancelled().cancel();
+        assert!(parent.take_child_tasks().is_empty());
+        // A tool task that spawned the child just before adopts it now. The
+        // child ignores its cancellation.
+        let child_handle = spawn_future(&table, &bus, Start::new(child.clone()), || {
+            std::future::pending::<TurnOutcome>()
+        });
+        parent.adopt(child_handle.clone());
+        let child_outcome = tokio::time::timeout(LIMIT, child_handle.join())
+            .await
+            .expect("a child adopted by a stopped turn is aborted");
+        assert_eq!(child_outcome.status, TurnStatus::Aborted);
+        assert!(table.is_empty());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! - `POST /v1/sessions/{key}/steer`: the same, but the message steers the
 //!   running turn whatever the session's policy.
 //! - `POST /v1/sessions/{key}/interrupt` `{"mode": "graceful"|"hard"}`,
-//!   optionally with the `turn_id` it is meant for.
+//!   optionally with the `turn_id` it is meant for: the running turn of the
+//!   session or one of its running SubTurns (interrupting a SubTurn leaves
+//!   its parent running).
 //! - `POST /v1/sessions/{key}/policy` `{"policy": "steer"|"follow_up"}`.
 //! - `GET /v1/sessions/{key}`: the history, the recorded turns as a tree,
 //!   and the live tree of the running turn; `GET /v1/sessions`: every
@@ -25,6 +27,7 @@ use super::{Api, ApiError};
 use crate::agent::TurnOutcome;
 use crate::core::TurnWatch;
 use crate::protocol::{Accepted, InterruptMode, Op, Policy, Target, TurnStatus};
+use crate::scheduler::LiveTurn;
 use crate::store::forest;
 
 /// Longest session key accepted.
@@ -200,10 +203,12 @@ pub async fn interrupt(
     let Json(body) = body?;
     let target = match body.turn_id {
         Some(id) => {
+            // The session's running turn, or any SubTurn of its tree.
             let running = api
                 .core()
-                .active_turn(&session)
-                .is_some_and(|active| active == id);
+                .live(&session)
+                .and_then(|live| live.active)
+                .is_some_and(|active| in_tree(&active, &id));
             if !running {
                 return Err(ApiError::new(
                     axum::http::StatusCode::CONFLICT,
@@ -227,6 +232,11 @@ pub async fn interrupt(
         }))),
         other => unreachable!("an interrupt is not answered with {other:?}"),
     }
+}
+
+/// Whether `id` is `turn` or one of its running descendants.
+fn in_tree(turn: &LiveTurn, id: &str) -> bool {
+    turn.turn_id == id || turn.children.iter().any(|child| in_tree(child, id))
 }
 
 #[derive(Debug, Deserialize)]
