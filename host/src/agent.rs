@@ -221,15 +221,15 @@ impl Agent {
     }
 
     /// Runs one top-level turn on `session` for the user's `input`, with no
-    /// one to steer it, and waits for its end. It runs on a task of its own
-    /// (see [`task`]), so a panic inside ends it in error. No scheduler runs
-    /// the session: a follow-up its SubTurns ask for is logged and dropped.
+    /// one to steer it, and waits for its end. It runs on the caller's task
+    /// with the life every turn has ([`task::run_here`]): in the table of
+    /// turns, one `turn_end`, a panic inside ending it in error. No scheduler
+    /// runs the session: a follow-up its SubTurns ask for is logged and
+    /// dropped.
     pub async fn run_turn(self: &Arc<Self>, session: &str, input: &str) -> TurnOutcome {
         let control = control::TurnControl::new(session, 0, self.config.subturns.per_parent);
         let start = task::Start::new(Arc::new(control));
-        task::spawn(self, start, turn::TurnSpec::default(), input.to_string())
-            .join()
-            .await
+        task::run_here(self, start, turn::TurnSpec::default(), input.to_string()).await
     }
 
     /// The turns alive now, top-level and SubTurns, by id.

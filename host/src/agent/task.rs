@@ -4,7 +4,9 @@
 //! [`spawn`] registers the turn's [`TurnControl`] in the [`TurnTable`] (so an
 //! interrupt naming its id reaches it from the moment its id is handed out),
 //! runs it on one tokio task, and publishes exactly one `turn_end` for it,
-//! built from its [`TurnOutcome`] by [`end_event`]:
+//! built from its [`TurnOutcome`] by [`end_event`]. [`run_here`] gives a
+//! turn the same life on the caller's task (for a caller that only waits
+//! for it):
 //!
 //! - a normal end: the outcome [`super::turn::Turn::run`] returns;
 //! - a panic inside the turn: caught on the task; the turn ends `error` with
@@ -192,6 +194,27 @@ pub fn spawn(agent: &Arc<Agent>, start: Start, spec: TurnSpec, input: String) ->
     })
 }
 
+/// Runs `input` as the turn of `start.control`, with `spec`, on the caller's
+/// task, to its end: the same life as [`spawn`] (the table, the panic
+/// guard, one `turn_end`; dropping the returned future ends the turn
+/// `aborted`), without a task of its own. For [`super::Agent::run_turn`],
+/// whose caller waits for the turn anyway.
+pub async fn run_here(
+    agent: &Arc<Agent>,
+    start: Start,
+    spec: TurnSpec,
+    input: String,
+) -> TurnOutcome {
+    let control = start.control.clone();
+    let (begun, outcome) = begin(&agent.turns, &agent.bus, start);
+    let agent = agent.clone();
+    begun
+        .drive(move || async move { Turn::with_spec(agent, control, spec).run(&input).await })
+        .await;
+    let ended = outcome.borrow().clone();
+    ended.expect("a driven turn has ended")
+}
+
 /// [`spawn`] of any future that yields a turn's outcome: what the turn runs
 /// is the only difference.
 fn spawn_future<F, Fut>(table: &Arc<TurnTable>, bus: &EventBus, start: Start, run: F) -> TurnHandle
@@ -199,6 +222,23 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = TurnOutcome> + Send + 'static,
 {
+    let id = start.control.id.clone();
+    let (begun, outcome) = begin(table, bus, start);
+    let task = tokio::spawn(begun.drive(run));
+    TurnHandle {
+        id,
+        abort: task.abort_handle(),
+        outcome,
+    }
+}
+
+/// Registers the turn and readies its one end: what a turn has from the
+/// moment its id is handed out.
+fn begin(
+    table: &Arc<TurnTable>,
+    bus: &EventBus,
+    start: Start,
+) -> (Begun, watch::Receiver<Option<TurnOutcome>>) {
     let Start {
         control,
         slot,
@@ -206,16 +246,33 @@ where
     } = start;
     table.insert(control.clone());
     let (tx, rx) = watch::channel(None);
-    let mut ending = Ending {
+    let ending = Ending {
         table: table.clone(),
         bus: bus.clone(),
-        control: control.clone(),
+        control,
         on_end,
         tx,
         ended: false,
     };
-    let id = control.id.clone();
-    let task = tokio::spawn(async move {
+    (Begun { ending, slot }, rx)
+}
+
+/// A registered turn that has not run yet.
+struct Begun {
+    ending: Ending,
+    slot: Option<Arc<Semaphore>>,
+}
+
+impl Begun {
+    /// Waits for the turn's slot, runs it (a panic inside ends it in error),
+    /// stops its children if it was stopped, and ends it. Dropped before
+    /// that, the turn ends `aborted`.
+    async fn drive<F, Fut>(self, run: F)
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = TurnOutcome>,
+    {
+        let Begun { mut ending, slot } = self;
         let _slot = match slot {
             Some(slots) => tokio::select! {
                 biased;
@@ -224,7 +281,9 @@ where
             },
             None => None,
         };
-        let outcome = match AssertUnwindSafe(run()).catch_unwind().await {
+        // Boxed: a turn waiting for its slot holds this pointer, not the
+        // whole state of a running turn.
+        let outcome = match AssertUnwindSafe(Box::pin(run())).catch_unwind().await {
             Ok(outcome) => outcome,
             Err(panic) => panicked(&ending.bus, &ending.control, &panic_message(&*panic)),
         };
@@ -232,11 +291,6 @@ where
             stop_children(&ending.control).await;
         }
         ending.end(outcome);
-    });
-    TurnHandle {
-        id,
-        abort: task.abort_handle(),
-        outcome: rx,
     }
 }
 
