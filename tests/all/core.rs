@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
 use wasmclaw::agent::AgentConfig;
 use wasmclaw::bus::Filter;
 use wasmclaw::core::Core;
@@ -14,7 +13,7 @@ use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{core_with, openai};
-use wasmclaw_tests::fake_model::{FakeModel, Reply, fake_model};
+use wasmclaw_tests::fake_model::{FakeModel, Reply, fake_model, roles_and_texts};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -169,21 +168,6 @@ async fn subscribe_after_a_seq_gives_every_later_event_once_while_turns_go_on() 
     }
     assert_eq!(seen, expected);
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
-}
-
-/// (role, content) of each message of an OpenAI request body.
-fn roles_and_texts(body: &Value) -> Vec<(String, String)> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -19,7 +19,7 @@ use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{agent_with, drain, kinds, openai, until};
-use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply, fake_model};
+use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply, fake_model, roles_and_texts};
 use wasmclaw_tests::gate::{ToolGates, gate_args, gate_calls, gate_output};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -92,21 +92,6 @@ fn is(kind: &'static str) -> impl Fn(&Event) -> bool {
 /// The request bodies the model received, in order.
 fn bodies(fake: &FakeModel) -> Vec<Value> {
     fake.requests().into_iter().map(|r| r.body).collect()
-}
-
-/// (role, content) of each message of an OpenAI request body.
-fn roles_and_texts(body: &Value) -> Vec<(String, String)> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -167,6 +167,21 @@ impl std::fmt::Debug for Responder {
     }
 }
 
+/// (role, content) of each message of an OpenAI request body.
+pub fn roles_and_texts(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Whether a request's messages end with a tool result (OpenAI or Anthropic
 /// shape): the model is being asked to go on after a tool call.
 pub fn after_tool_result(body: &Value) -> bool {
