@@ -1,11 +1,11 @@
 //! The scheduler: many sessions at once, one turn at a time per session.
 //!
-//! Every front end submits [`Op`]s here, through [`crate::core::Core`]. The scheduler keeps a table of
-//! sessions (each with its policy, its running turn and its queue of
-//! follow-ups); the turns themselves run through [`crate::agent::task`],
-//! which keeps the table of live turns by id (top-level turns and SubTurns),
-//! so every steer and interrupt reaches the turn it names, never "whichever
-//! turn is active".
+//! Every front end submits [`Op`]s here, through [`crate::core::Core`]. The
+//! scheduler keeps a table of sessions (each with its policy, its running
+//! turn and its queue of follow-ups); the turns themselves run through
+//! [`crate::agent::task`], which keeps the table of live turns by id
+//! (top-level turns and SubTurns), so every steer and interrupt reaches the
+//! turn it names, never "whichever turn is active".
 //!
 //! - A session's turns run strictly in arrival order, one at a time: the
 //!   first message of an idle session starts a turn; when it ends, the next
@@ -45,10 +45,12 @@
 //! in memory too when it is not the default (the scheduler reads the
 //! store's policies once, when it starts): a session used again is rebuilt
 //! with that policy, with no read of the store inside `submit` (its history
-//! was always in the store). A session is let go under the table's lock and its own, and only
-//! if it is still idle and unused since; an op that looked it up just before
-//! finds it marked and looks again, so it reaches either the old entry
-//! before it goes or a fresh one: never neither.
+//! was always in the store). The queue of idle sessions holds at most one
+//! entry per session, ordered by when each is due. A session is let go under
+//! the table's lock and its own, and only if it is still idle and unused
+//! since; an op that looked it up just before finds it marked and looks
+//! again, so it reaches either the old entry before it goes or a fresh one:
+//! never neither.
 //!
 //! Lock order: the session table, then a session's state, then a turn's
 //! control, then the turn table, the idle queue or the kept policies. No
