@@ -7,7 +7,8 @@
 //!   ([`TurnRecord`]);
 //! - each session's **policy** for messages that arrive while it is busy,
 //!   when not the default ([`Store::set_policy`]): the scheduler writes it
-//!   before it lets an idle session go, and reads it when it rebuilds one;
+//!   before it lets an idle session go and at shutdown, and reads them all
+//!   once, when it starts ([`Store::policies`]);
 //! - the **event log**: every [`Event`] the bus published, keyed by its `seq`
 //!   (written in batches by [`EventLog`]), so numbering continues across a
 //!   restart ([`Store::last_seq`]).
@@ -121,6 +122,9 @@ const MIGRATIONS: &[&str] = &[
     // 4: a session's policy for messages that arrive while it is busy, when
     // not the default (NULL: `steer`).
     "ALTER TABLE sessions ADD COLUMN policy TEXT CHECK (policy IN ('follow_up'));",
+    // 5: the sessions that have a policy of their own, read at every start
+    // without a scan of every session.
+    "CREATE INDEX sessions_with_policy ON sessions (key) WHERE policy IS NOT NULL;",
 ];
 
 /// One finished turn, as the turns table keeps it.
