@@ -10,6 +10,8 @@
 //! - [`builtins`]: the built-in tools `subagent` and `spawn`.
 //! - [`arguments`]: a call's arguments before it runs: one JSON object, and
 //!   no call of a reply cut at the token limit.
+//! - [`profile`]: the named agents of the configuration, as turns run
+//!   them: the snapshot a turn takes when it starts.
 //! - [`control`]: how a running turn is steered and interrupted, and its
 //!   place in the tree of turns.
 //! - [`subturn`]: child turns (sub-agents): limits, running, delivery.
@@ -34,6 +36,7 @@ pub mod arguments;
 pub mod budget;
 pub mod builtins;
 pub mod control;
+pub mod profile;
 pub mod refusals;
 pub mod registry;
 pub mod subturn;
@@ -41,7 +44,7 @@ pub mod task;
 pub mod tools;
 pub mod turn;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -53,10 +56,12 @@ use crate::plugin::Plugins;
 use crate::plugin::catalog::{Catalog, PluginChange};
 
 use self::builtins::Builtins;
+use self::profile::Profiles;
 use self::registry::Registry;
+use crate::config::ToolFilter;
 use crate::plugin::watch::WatchHandle;
 use crate::protocol::{
-    EventBody, PluginFailed, PluginLoaded, PluginUnloaded, TurnErrorKind, TurnStatus,
+    EventBody, PluginFailed, PluginLoaded, PluginUnloaded, Policy, TurnErrorKind, TurnStatus,
 };
 use crate::store::Store;
 
@@ -78,6 +83,15 @@ pub struct AgentConfig {
     /// After a graceful interrupt, how long a model call may stay silent (no
     /// first chunk, no next one) before it is dropped.
     pub wind_down_idle: Duration,
+    /// The tools on offer (allow, then deny, by name with `*` globs).
+    pub tools: ToolFilter,
+    /// Tokens (input and output) a top-level turn and its SubTurns may use.
+    pub token_budget: Option<u64>,
+    /// What a session does with a message that arrives while its turn runs,
+    /// when it has not set a policy of its own.
+    pub session_policy: Policy,
+    /// Messages that start with `/` are chat commands, not model input.
+    pub commands: bool,
 }
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 50;
@@ -95,6 +109,10 @@ impl Default for AgentConfig {
             subturns: subturn::SubTurnLimits::default(),
             max_repeated_refusals: DEFAULT_MAX_REPEATED_REFUSALS,
             wind_down_idle: DEFAULT_WIND_DOWN_IDLE,
+            tools: ToolFilter::default(),
+            token_budget: None,
+            session_policy: Policy::default(),
+            commands: true,
         }
     }
 }
@@ -114,10 +132,11 @@ pub struct TurnOutcome {
 
 pub struct Agent {
     pub(crate) plugins: Arc<Plugins>,
-    pub(crate) llm: Arc<Chain>,
+    /// Every named agent of the current configuration; a reload replaces
+    /// it whole (see [`profile`]).
+    profiles: RwLock<Arc<Profiles>>,
     pub(crate) bus: EventBus,
     pub(crate) store: Store,
-    pub(crate) config: AgentConfig,
     /// Places for SubTurns alive at once, host-wide.
     pub(crate) subturn_slots: Arc<Semaphore>,
     /// Every turn alive, by id (see [`task`]).
@@ -137,6 +156,8 @@ struct Built {
 }
 
 impl Agent {
+    /// An agent with one named agent, `default`: this chain and
+    /// configuration.
     pub fn new(
         plugins: Arc<Plugins>,
         llm: Arc<Chain>,
@@ -144,20 +165,47 @@ impl Agent {
         store: Store,
         config: AgentConfig,
     ) -> Agent {
+        let total = config.subturns.total;
+        Agent::with_profiles(plugins, Profiles::single(llm, config), bus, store, total)
+    }
+
+    /// An agent running the named agents of `profiles`; `max_subturns`
+    /// SubTurns may be alive at once in the host.
+    pub fn with_profiles(
+        plugins: Arc<Plugins>,
+        profiles: Profiles,
+        bus: EventBus,
+        store: Store,
+        max_subturns: usize,
+    ) -> Agent {
         let observers = Arc::new(Observers::new(bus.clone()));
         observers.refresh(&plugins.catalog());
         Agent {
             registry: Registry::new(Arc::new(Builtins), vec![plugins.clone()]),
             plugins,
-            llm,
+            profiles: RwLock::new(Arc::new(profiles)),
             bus,
             store,
-            subturn_slots: Arc::new(Semaphore::new(config.subturns.total)),
-            config,
+            subturn_slots: Arc::new(Semaphore::new(max_subturns)),
             turns: Arc::default(),
             built: Mutex::new(None),
             observers,
         }
+    }
+
+    /// Every named agent of the current configuration: the snapshot a turn
+    /// starting now runs with.
+    pub fn profiles(&self) -> Arc<Profiles> {
+        self.profiles
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces every named agent: turns that start from now on run with
+    /// `profiles`; running ones keep theirs.
+    pub fn set_profiles(&self, profiles: Profiles) {
+        *self.profiles.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(profiles);
     }
 
     /// Every tool on offer now, as the model sees them: the plugins' tools,
@@ -226,10 +274,14 @@ impl Agent {
     /// turns, one `turn_end`, a panic inside ending it in error. No scheduler
     /// runs the session: a follow-up its SubTurns ask for is logged and
     /// dropped.
+    /// It runs as the default agent.
     pub async fn run_turn(self: &Arc<Self>, session: &str, input: &str) -> TurnOutcome {
-        let control = control::TurnControl::new(session, 0, self.config.subturns.per_parent);
+        let profiles = self.profiles();
+        let profile = profiles.default_profile().clone();
+        let control = control::TurnControl::new(session, 0, profile.config.subturns.per_parent);
         let start = task::Start::new(Arc::new(control));
-        task::run_here(self, start, turn::TurnSpec::default(), input.to_string()).await
+        let spec = turn::TurnSpec::top(profiles, profile);
+        task::run_here(self, start, spec, input.to_string()).await
     }
 
     /// The turns alive now, top-level and SubTurns, by id.

@@ -18,6 +18,11 @@
 //! - **What a session holds and does**: [`Core::history`],
 //!   [`Core::turns`], [`Core::sessions`], [`Core::live`],
 //!   [`Core::active_turn`], [`Core::busy_sessions`].
+//! - **Named agents**: [`Core::profiles`] (the agents of the configuration
+//!   current now), [`Core::default_agent`], [`Core::agent_tools`] (what an
+//!   agent offers), [`Core::reload`] (a new configuration for turns that
+//!   start from now on, announced as `config_reloaded`) and
+//!   [`Core::reject_config`] (`config_rejected`).
 //! - **Plugins and observers**: [`Core::plugins`], [`Core::tool_names`],
 //!   [`Core::announce_plugins`], [`Core::watch_plugins`],
 //!   [`Core::observer_stats`], [`Core::events_dropped`].
@@ -45,13 +50,17 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
+use crate::agent::profile::{ProfileError, Profiles};
+use crate::agent::turn::TurnSpec;
 use crate::agent::{Agent, TurnOutcome};
-use crate::bus::{Delivery, Filter, Received, Subscription};
+use crate::bus::{Delivery, Filter, Received, Scope, Subscription};
 use crate::hooks::ObserverStats;
 use crate::llm::Message;
+use crate::llm::ToolDef;
 use crate::plugin::watch::WatchHandle;
 use crate::protocol::{
-    Accepted, Event, EventBody, EventKind, InterruptMode, Op, Refused, Target, TurnEnd,
+    Accepted, ConfigRejected, ConfigReloaded, Event, EventBody, EventKind, InterruptMode, Op,
+    Refused, Target, TurnEnd,
 };
 use crate::scheduler::{LiveSession, Scheduler, SchedulerConfig};
 use crate::store::{EventLog, SessionInfo, TurnRecord};
@@ -127,7 +136,7 @@ impl Core {
             | Accepted::Steered { turn_id }
             | Accepted::Queued { turn_id, .. }
             | Accepted::Interrupted { turn_id, .. } => Some(turn_id.clone()),
-            Accepted::PolicySet | Accepted::Imported { .. } => None,
+            Accepted::PolicySet | Accepted::SessionSet | Accepted::Imported { .. } => None,
         };
         let watch = turn_id.map(|turn_id| TurnWatch { turn_id, events });
         Ok((accepted, watch))
@@ -276,6 +285,44 @@ impl Core {
         self.inner.scheduler.until_all_idle().await
     }
 
+    /// Every named agent of the configuration current now.
+    pub fn profiles(&self) -> Arc<Profiles> {
+        self.inner.agent.profiles()
+    }
+
+    /// The agent of sessions that have chosen none.
+    pub fn default_agent(&self) -> String {
+        self.profiles().default_name().to_string()
+    }
+
+    /// The tools the agent `name` offers now (its filter over every tool on
+    /// offer), in the order the model sees them.
+    pub fn agent_tools(&self, name: &str) -> Result<Vec<ToolDef>, ProfileError> {
+        let profiles = self.profiles();
+        let profile = profiles.agent(name)?.clone();
+        let spec = TurnSpec::top(profiles, profile);
+        Ok(spec.tool_defs(&self.inner.agent).as_ref().clone())
+    }
+
+    /// Runs turns that start from now on with `profiles` (a reloaded
+    /// configuration: running turns keep the one they started with) and
+    /// publishes `config_reloaded` with what changed.
+    pub fn reload(&self, profiles: Profiles, reloaded: ConfigReloaded) {
+        self.inner.agent.set_profiles(profiles);
+        let body = EventBody::ConfigReloaded(reloaded);
+        self.inner.agent.bus.publish(&Scope::host(), body);
+    }
+
+    /// Publishes `config_rejected`: the configuration `file` changed but
+    /// does not load, and the running one stays.
+    pub fn reject_config(&self, file: &str, error: &str) {
+        let body = EventBody::ConfigRejected(ConfigRejected {
+            file: file.to_string(),
+            error: error.to_string(),
+        });
+        self.inner.agent.bus.publish(&Scope::host(), body);
+    }
+
     /// Every file of the plugin directory, as `wasmclaw plugins list
     /// --json` prints it.
     pub fn plugins(&self) -> Vec<serde_json::Value> {
@@ -364,7 +411,7 @@ impl Core {
             }
         }
         self.inner.agent.close_observers().await;
-        self.inner.scheduler.keep_policies().await;
+        self.inner.scheduler.keep_settings().await;
         self.flush_events().await;
     }
 
@@ -599,6 +646,7 @@ mod tests {
         let queued = core.submit(Op::UserMessage {
             session: "s".into(),
             content: "next".into(),
+            agent: None,
         });
         let turn_id = match tokio::time::timeout(LIMIT, queued).await.unwrap() {
             Ok(Accepted::Queued { turn_id, .. }) => turn_id,

@@ -35,6 +35,7 @@
 pub mod agent;
 pub mod bus;
 pub mod cli;
+pub mod config;
 pub mod core;
 pub mod home;
 pub mod hooks;

@@ -1,8 +1,8 @@
 //! The scheduler: many sessions at once, one turn at a time per session.
 //!
 //! Every front end submits [`Op`]s here, through [`crate::core::Core`]. The
-//! scheduler keeps a table of sessions (each with its policy, its running
-//! turn and its queue of follow-ups); the turns themselves run through
+//! scheduler keeps a table of sessions (each with its settings: policy,
+//! named agent, model; its running turn and its queue of follow-ups); the turns themselves run through
 //! [`crate::agent::task`], which keeps the table of live turns by id
 //! (top-level turns and SubTurns), so every steer and interrupt reaches the
 //! turn it names, never "whichever turn is active".
@@ -13,8 +13,15 @@
 //! - Different sessions run in parallel, at most
 //!   [`SchedulerConfig::max_parallel`] turns at once; the others wait for a
 //!   slot, first come first served.
+//! - A turn runs as its session's named agent (the host's default agent
+//!   until the session chooses one, with [`Op::SetAgent`] or a message
+//!   naming one), with its session's model override if it has one: the
+//!   agent's profile is taken from the configuration current when the turn
+//!   starts. A session whose agent is no longer configured has its next
+//!   turn end in error (`config`), naming the agents there are.
 //! - A message for a busy session steers its running turn (policy `steer`,
-//!   the default) or waits as a follow-up turn (policy `follow_up`). Steering
+//!   the default) or waits as a follow-up turn (policy `follow_up`); a
+//!   session that set no policy has its agent's. Steering
 //!   a turn that is already ending, or winding down after a graceful
 //!   interrupt, queues the message instead. Queues are bounded; a full one
 //!   refuses the message, so nothing is dropped silently.
@@ -40,11 +47,11 @@
 //! The session table is bounded: a session idle (no turn running or queued,
 //! no SubTurn running) for [`SchedulerConfig::session_idle`] is let go by one
 //! sweeper task, which sleeps until the first of the sessions that went idle
-//! is due (it never scans the table). Before a session is let go, its policy
-//! is written to the store if it differs from what the store has, and kept
-//! in memory too when it is not the default (the scheduler reads the
-//! store's policies once, when it starts): a session used again is rebuilt
-//! with that policy, with no read of the store inside `submit` (its history
+//! is due (it never scans the table). Before a session is let go, its
+//! settings are written to the store if they differ from what the store
+//! has, and kept in memory too when it has any (the scheduler reads the
+//! store's settings once, when it starts): a session used again is rebuilt
+//! with them, with no read of the store inside `submit` (its history
 //! was always in the store). The queue of idle sessions holds at most one
 //! entry per session, ordered by when each is due. A session is let go under
 //! the table's lock and its own, and only if it is still idle and unused
@@ -53,7 +60,7 @@
 //! never neither.
 //!
 //! Lock order: the session table, then a session's state, then a turn's
-//! control, then the turn table, the idle queue or the kept policies. No
+//! control, then the turn table, the idle queue or the kept settings. No
 //! lock is held across an await.
 
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -66,13 +73,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::agent::control::{Closed, TurnControl, new_turn_id};
+use crate::agent::profile::ProfileError;
 use crate::agent::task::{self, InternalOp, OpSender};
 use crate::agent::turn::TurnSpec;
 use crate::bus::Scope;
 use crate::llm::{Message, Usage};
 use crate::protocol::{
-    Accepted, FollowUpQueued, InterruptMode, Op, Policy, Refused, Target, TurnStatus,
+    Accepted, FollowUpQueued, InterruptMode, Op, Policy, Refused, Target, TurnErrorKind, TurnStatus,
 };
+use crate::store::SessionSettings;
 use crate::store::TurnRecord;
 
 /// Limits of the scheduler.
@@ -119,12 +128,12 @@ struct Inner {
     /// The sessions in memory: busy, or idle for less than
     /// [`SchedulerConfig::session_idle`].
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    /// The policy of every session let go whose policy is not the default,
-    /// as the store keeps it (read once at the start, then kept in step when
-    /// a session is let go): a rebuilt session finds it here, with no read
-    /// of the store in `submit`. Only sessions with a policy of their own
-    /// cost memory here.
-    policies: Mutex<HashMap<String, Policy>>,
+    /// The settings of every session let go that has any, as the store
+    /// keeps them (read once at the start, then kept in step when a session
+    /// is let go): a rebuilt session finds them here, with no read of the
+    /// store in `submit`. Only sessions with settings of their own cost
+    /// memory here.
+    kept: Mutex<HashMap<String, SessionSettings>>,
     /// Sessions that are not idle.
     busy: AtomicUsize,
     /// Notified whenever a session becomes idle.
@@ -184,9 +193,10 @@ struct Session {
 
 #[derive(Default)]
 struct SessionState {
-    policy: Policy,
-    /// The policy the store keeps for the session.
-    stored_policy: Policy,
+    /// What the session chose: policy, agent, model.
+    settings: SessionSettings,
+    /// The settings the store keeps for the session.
+    stored: SessionSettings,
     /// A turn of this session runs or waits for a slot (the session's turns
     /// run one after another until its queue is empty).
     busy: bool,
@@ -245,7 +255,11 @@ pub struct LiveSession {
     pub active: Option<LiveTurn>,
     /// Follow-up turns waiting, in order: (turn id, message).
     pub queued: Vec<(String, String)>,
+    /// What a message that arrives while its turn runs does: its own
+    /// policy, else its agent's.
     pub policy: Policy,
+    /// What the session chose (each None until chosen).
+    pub settings: SessionSettings,
     /// A turn running or waiting, or a SubTurn running.
     pub busy: bool,
 }
@@ -275,8 +289,8 @@ impl Scheduler {
     /// within a tokio runtime.
     pub fn new(agent: Arc<Agent>, config: SchedulerConfig) -> Scheduler {
         let (ops, queue) = mpsc::unbounded_channel();
-        let agent_policies = agent.store.policies().unwrap_or_else(|e| {
-            tracing::warn!("could not read the sessions' policies; they start as `steer`: {e:#}");
+        let kept = agent.store.settings().unwrap_or_else(|e| {
+            tracing::warn!("could not read the sessions' settings; they start with none: {e:#}");
             HashMap::new()
         });
         let inner = Arc::new(Inner {
@@ -284,7 +298,7 @@ impl Scheduler {
             agent,
             config,
             sessions: Mutex::new(HashMap::new()),
-            policies: Mutex::new(agent_policies),
+            kept: Mutex::new(kept),
             busy: AtomicUsize::new(0),
             went_idle: Notify::new(),
             closed: AtomicBool::new(false),
@@ -317,17 +331,37 @@ impl Scheduler {
                  (Core::submit), which waits for the store"
                     .into(),
             )),
-            Op::UserMessage { session, content } => self.inner.message(&session, content, false),
-            Op::Steer { session, content } => self.inner.message(&session, content, true),
+            Op::UserMessage {
+                session,
+                content,
+                agent,
+            } => self.inner.message(&session, content, agent, false),
+            Op::Steer { session, content } => self.inner.message(&session, content, None, true),
             Op::Interrupt { target, mode } => self.inner.interrupt(&target, mode),
-            Op::SetPolicy { session, policy } => self.inner.with_session(&session, |s, state| {
-                state.policy = policy;
-                if state.idle() {
-                    // Used: its idle time starts again.
-                    self.inner.idle_from_now(s, state);
-                }
-                Accepted::PolicySet
+            Op::SetPolicy { session, policy } => self.inner.set(&session, |settings| {
+                settings.policy = Some(policy);
+                Ok(Accepted::PolicySet)
             }),
+            Op::SetAgent { session, agent } => {
+                self.inner.agent.profiles().agent(&agent).map_err(invalid)?;
+                self.inner.set(&session, |settings| {
+                    settings.agent = Some(agent);
+                    Ok(Accepted::SessionSet)
+                })
+            }
+            Op::SetModel { session, model } => {
+                let model = model.filter(|m| !m.trim().is_empty());
+                self.inner.set(&session, |settings| {
+                    if let Some(spec) = &model {
+                        let profiles = self.inner.agent.profiles();
+                        profiles
+                            .check_model(settings.agent.as_deref(), spec)
+                            .map_err(invalid)?;
+                    }
+                    settings.model = model;
+                    Ok(Accepted::SessionSet)
+                })
+            }
         }
     }
 
@@ -367,29 +401,29 @@ impl Scheduler {
         lock(&self.inner.idle).len()
     }
 
-    /// Writes to the store the policy of every session in memory whose policy
+    /// Writes to the store the settings of every session in memory that
     /// the store does not have yet (at shutdown: a session is otherwise
     /// written only when it is let go).
-    pub async fn keep_policies(&self) {
-        let changed: Vec<(Arc<Session>, Policy)> = lock(&self.inner.sessions)
+    pub async fn keep_settings(&self) {
+        let changed: Vec<(Arc<Session>, SessionSettings)> = lock(&self.inner.sessions)
             .values()
             .filter_map(|session| {
                 let state = session.state();
-                (state.policy != state.stored_policy).then(|| (session.clone(), state.policy))
+                (state.settings != state.stored).then(|| (session.clone(), state.settings.clone()))
             })
             .collect();
-        for (session, policy) in changed {
+        for (session, settings) in changed {
             match self
                 .inner
                 .agent
                 .store
-                .set_policy(&session.key, policy)
+                .set_settings(&session.key, &settings)
                 .await
             {
-                Ok(()) => session.state().stored_policy = policy,
+                Ok(()) => session.state().stored = settings,
                 Err(e) => tracing::warn!(
                     session = session.key,
-                    "could not keep the session's policy: {e:#}"
+                    "could not keep the session's settings: {e:#}"
                 ),
             }
         }
@@ -410,13 +444,14 @@ impl Scheduler {
     }
 
     /// What `session` is doing now; None for a session not in memory that
-    /// has no policy of its own (never seen, or let go with the default).
+    /// has no settings of its own (never seen, or let go with none).
     pub fn live(&self, session: &str) -> Option<LiveSession> {
         let Some(session) = lock(&self.inner.sessions).get(session).cloned() else {
-            // Let go (or never seen): idle, with the policy kept for it.
-            let policy = lock(&self.inner.policies).get(session).copied()?;
+            // Let go (or never seen): idle, with the settings kept for it.
+            let settings = lock(&self.inner.kept).get(session).cloned()?;
             return Some(LiveSession {
-                policy,
+                policy: self.inner.policy(&settings),
+                settings,
                 ..LiveSession::default()
             });
         };
@@ -428,7 +463,8 @@ impl Scheduler {
                 .iter()
                 .map(|q| (q.turn_id.clone(), q.content.clone()))
                 .collect(),
-            policy: state.policy,
+            policy: self.inner.policy(&state.settings),
+            settings: state.settings.clone(),
             busy: !state.idle(),
         })
     }
@@ -527,21 +563,21 @@ impl Inner {
         }
     }
 
-    /// The session named `key`, from the table, or new (with the policy the
-    /// store keeps for it).
+    /// The session named `key`, from the table, or new (with the settings
+    /// the store keeps for it).
     fn session(&self, key: &str) -> Arc<Session> {
         let mut sessions = lock(&self.sessions);
         if let Some(session) = sessions.get(key) {
             return session.clone();
         }
-        // A session's policy enters `policies` before it leaves the table,
+        // A session's settings enter `kept` before it leaves the table,
         // under the table's lock.
-        let policy = lock(&self.policies).get(key).copied().unwrap_or_default();
+        let settings = lock(&self.kept).get(key).cloned().unwrap_or_default();
         let session = Arc::new(Session {
             key: key.to_string(),
             state: Mutex::new(SessionState {
-                policy,
-                stored_policy: policy,
+                stored: settings.clone(),
+                settings,
                 ..SessionState::default()
             }),
         });
@@ -604,17 +640,17 @@ impl Inner {
                     self.queue_idle(due, entry.session);
                     continue;
                 }
-                let write = (state.policy != state.stored_policy).then_some(state.policy);
+                let write = (state.settings != state.stored).then(|| state.settings.clone());
                 (state.idle_count, write)
             };
             let current =
                 |state: &SessionState| !state.evicted && state.idle_count == count && state.idle();
-            if let Some(policy) = write {
-                // Written before it is let go: a rebuilt session reads it.
-                if let Err(e) = self.agent.store.set_policy(&session.key, policy).await {
+            if let Some(settings) = &write {
+                // Written before it is let go: a rebuilt session reads them.
+                if let Err(e) = self.agent.store.set_settings(&session.key, settings).await {
                     tracing::warn!(
                         session = session.key,
-                        "could not keep the session's policy; it stays in memory: {e:#}"
+                        "could not keep the session's settings; it stays in memory: {e:#}"
                     );
                     let mut state = session.state();
                     if current(&state) {
@@ -625,12 +661,12 @@ impl Inner {
             }
             let mut sessions = lock(&self.sessions);
             let mut state = session.state();
-            if let Some(policy) = write {
-                state.stored_policy = policy;
+            if let Some(settings) = write {
+                state.stored = settings;
             }
             // Used during the write (a new entry stands for it), or not ours.
             if !current(&state)
-                || state.policy != state.stored_policy
+                || state.settings != state.stored
                 || !sessions
                     .get(&session.key)
                     .is_some_and(|s| Arc::ptr_eq(s, &session))
@@ -638,22 +674,82 @@ impl Inner {
                 continue;
             }
             state.evicted = true;
-            let mut policies = lock(&self.policies);
-            match state.policy {
-                Policy::Steer => policies.remove(&session.key),
-                policy => policies.insert(session.key.clone(), policy),
-            };
-            drop(policies);
+            let mut kept = lock(&self.kept);
+            if state.settings.is_empty() {
+                kept.remove(&session.key);
+            } else {
+                kept.insert(session.key.clone(), state.settings.clone());
+            }
+            drop(kept);
             sessions.remove(&session.key);
         }
     }
 
-    /// A user message: steers the running turn, queues a follow-up or starts
-    /// a turn. `steer` overrides a `follow_up` policy.
-    fn message(&self, key: &str, content: String, steer: bool) -> Result<Accepted, Refused> {
+    /// Changes the settings of session `key` with `change` (which may
+    /// refuse, changing nothing).
+    fn set(
+        &self,
+        key: &str,
+        change: impl FnOnce(&mut SessionSettings) -> Result<Accepted, Refused>,
+    ) -> Result<Accepted, Refused> {
         self.with_session(key, |session, state| {
+            let mut settings = state.settings.clone();
+            let accepted = change(&mut settings)?;
+            state.settings = settings;
+            if state.idle() {
+                // Used: its idle time starts again.
+                self.idle_from_now(session, state);
+            }
+            Ok(accepted)
+        })?
+    }
+
+    /// A user message: steers the running turn, queues a follow-up or starts
+    /// a turn. `steer` overrides a `follow_up` policy. A message naming an
+    /// `agent` chooses it for a session that has none, and is refused by a
+    /// session that runs another.
+    fn message(
+        &self,
+        key: &str,
+        content: String,
+        agent: Option<String>,
+        steer: bool,
+    ) -> Result<Accepted, Refused> {
+        if let Some(name) = &agent {
+            self.agent.profiles().agent(name).map_err(invalid)?;
+        }
+        self.with_session(key, |session, state| {
+            match (&state.settings.agent, agent) {
+                (Some(runs), Some(asked)) if *runs != asked => {
+                    return Err(Refused::Invalid(format!(
+                        "session '{key}' runs agent '{runs}', not '{asked}': a session keeps \
+                         its agent until it is switched (/agent {asked})"
+                    )));
+                }
+                (None, Some(asked)) => {
+                    state.settings.agent = Some(asked);
+                    let accepted = self.message_to(session, state, content, steer);
+                    if accepted.is_err() {
+                        state.settings.agent = None;
+                    }
+                    return accepted;
+                }
+                _ => {}
+            }
             self.message_to(session, state, content, steer)
         })?
+    }
+
+    /// What a message that arrives while the session's turn runs does: the
+    /// session's own policy, else its agent's.
+    fn policy(&self, settings: &SessionSettings) -> Policy {
+        settings.policy.unwrap_or_else(|| {
+            let profiles = self.agent.profiles();
+            let name = settings.agent.as_deref().unwrap_or(profiles.default_name());
+            profiles
+                .get(name)
+                .map_or(Policy::default(), |p| p.config.session_policy)
+        })
     }
 
     fn message_to(
@@ -668,7 +764,7 @@ impl Inner {
         // take too: a turn started here is one they reach or wait for.
         self.refuse_if_closed()?;
         if let Some(turn) = &state.active
-            && (steer || state.policy == Policy::Steer)
+            && (steer || self.policy(&state.settings) == Policy::Steer)
         {
             match turn.steer(&content) {
                 Ok(()) => {
@@ -865,11 +961,15 @@ impl Inner {
         id: String,
         input: String,
     ) -> String {
+        let profiles = self.agent.profiles();
+        let settings = &state.settings;
+        let profile = profiles.for_session(settings.agent.as_deref(), settings.model.as_deref());
+        let per_parent = profile.as_ref().map_or(0, |p| p.config.subturns.per_parent);
         let control = TurnControl::with_id(
             id.clone(),
             &session.key,
             self.config.steering_capacity,
-            self.agent.config.subturns.per_parent,
+            per_parent,
         );
         let turn = Arc::new(control.reporting_to(self.ops.clone()));
         state.active = Some(turn.clone());
@@ -881,7 +981,14 @@ impl Inner {
                 let _ = ops.send(InternalOp::TurnEnded { turn: ended });
             })),
         };
-        task::spawn(&self.agent, start, TurnSpec::default(), input);
+        match profile {
+            Ok(profile) => {
+                task::spawn(&self.agent, start, TurnSpec::top(profiles, profile), input);
+            }
+            Err(e) => {
+                task::fail_to_start(&self.agent, start, TurnErrorKind::Config, e.to_string());
+            }
+        }
         id
     }
 
@@ -1106,4 +1213,9 @@ async fn sweep(inner: Weak<Inner>, pushed: Arc<Notify>, stop: CancellationToken)
         let Some(inner) = inner.upgrade() else { return };
         inner.let_go_expired().await;
     }
+}
+
+/// A refusal of an op that names what the configuration does not have.
+fn invalid(e: ProfileError) -> Refused {
+    Refused::Invalid(e.to_string())
 }

@@ -5,10 +5,12 @@
 //!   order, each tagged with the turn that wrote it;
 //! - each session's **turns**: one row per finished turn, whatever its status
 //!   ([`TurnRecord`]);
-//! - each session's **policy** for messages that arrive while it is busy,
-//!   when not the default ([`Store::set_policy`]): the scheduler writes it
-//!   before it lets an idle session go and at shutdown, and reads them all
-//!   once, when it starts ([`Store::policies`]);
+//! - each session's **settings**, when it has chosen any
+//!   ([`SessionSettings`]: its policy for messages that arrive while it is
+//!   busy, its named agent, its model; [`Store::set_settings`]): the
+//!   scheduler writes them before it lets an idle session go and at
+//!   shutdown, and reads them all once, when it starts
+//!   ([`Store::settings`]);
 //! - the **event log**: every [`Event`] the bus published, keyed by its `seq`
 //!   (written in batches by [`EventLog`]), so numbering continues across a
 //!   restart ([`Store::last_seq`]).
@@ -44,7 +46,7 @@ use anyhow::{Context, Result};
 use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, Type, ValueRef};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use event_log::EventLog;
 pub use tree::{TurnNode, forest};
@@ -125,7 +127,37 @@ const MIGRATIONS: &[&str] = &[
     // 5: the sessions that have a policy of their own, read at every start
     // without a scan of every session.
     "CREATE INDEX sessions_with_policy ON sessions (key) WHERE policy IS NOT NULL;",
+    // 6: a session's settings (its policy, agent and model) as one JSON
+    // object, when it has chosen any; the policy column's values move in.
+    "ALTER TABLE sessions ADD COLUMN settings TEXT;
+    UPDATE sessions SET settings = json_object('policy', policy) WHERE policy IS NOT NULL;
+    DROP INDEX sessions_with_policy;
+    ALTER TABLE sessions DROP COLUMN policy;
+    CREATE INDEX sessions_with_settings ON sessions (key) WHERE settings IS NOT NULL;",
 ];
+
+/// What a session chose for itself, as the store keeps it: each field None
+/// until chosen.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSettings {
+    /// What it does with a message that arrives while its turn runs (None:
+    /// its agent's `session_policy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    /// The named agent its turns run as (None: the host's default agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The model chain its turns use in place of its agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl SessionSettings {
+    /// Nothing chosen: nothing to keep.
+    pub fn is_empty(&self) -> bool {
+        *self == SessionSettings::default()
+    }
+}
 
 /// One finished turn, as the turns table keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -262,50 +294,57 @@ impl Store {
         .with_context(|| format!("reading the history of session {session}"))
     }
 
-    /// Every session's policy kept by [`Store::set_policy`] that is not
-    /// the default: what the scheduler reads once, at its start.
-    pub fn policies(&self) -> Result<HashMap<String, Policy>> {
+    /// Every session's settings kept by [`Store::set_settings`]: what the
+    /// scheduler reads once, at its start. A row that does not parse is
+    /// skipped with a warning (the session starts with none).
+    pub fn settings(&self) -> Result<HashMap<String, SessionSettings>> {
         let conn = lock(&self.conn);
         let mut query =
-            conn.prepare("SELECT key, policy FROM sessions WHERE policy IS NOT NULL")?;
+            conn.prepare("SELECT key, settings FROM sessions WHERE settings IS NOT NULL")?;
         let rows = query.query_map([], |row| {
             Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
         })?;
         let mut out = HashMap::new();
         for row in rows {
-            let (key, policy) = row?;
-            if policy == "follow_up" {
-                out.insert(key, Policy::FollowUp);
+            let (key, json) = row?;
+            match serde_json::from_str::<SessionSettings>(&json) {
+                Ok(settings) if !settings.is_empty() => {
+                    out.insert(key, settings);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(session = key, "the session's settings do not read: {e}"),
             }
         }
         Ok(out)
     }
 
-    /// Keeps `policy` for `session` (creating its row if needed); the
-    /// default (`steer`) is kept as none.
-    pub async fn set_policy(&self, session: &str, policy: Policy) -> Result<()> {
+    /// Keeps `settings` for `session` (creating its row if needed); empty
+    /// ones are kept as none.
+    pub async fn set_settings(&self, session: &str, settings: &SessionSettings) -> Result<()> {
         let key = session.to_string();
+        let json = (!settings.is_empty())
+            .then(|| serde_json::to_string(settings).expect("settings serialize"));
         self.with_conn(move |conn| {
-            match policy {
-                Policy::Steer => {
-                    conn.prepare_cached("UPDATE sessions SET policy = NULL WHERE key = ?1")?
+            match json {
+                None => {
+                    conn.prepare_cached("UPDATE sessions SET settings = NULL WHERE key = ?1")?
                         .execute([&key])?;
                 }
-                Policy::FollowUp => {
+                Some(json) => {
                     let now =
                         humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
                     conn.prepare_cached(
-                        "INSERT INTO sessions (key, created_at, updated_at, policy)
-                         VALUES (?1, ?2, ?2, 'follow_up')
-                         ON CONFLICT (key) DO UPDATE SET policy = excluded.policy",
+                        "INSERT INTO sessions (key, created_at, updated_at, settings)
+                         VALUES (?1, ?2, ?2, ?3)
+                         ON CONFLICT (key) DO UPDATE SET settings = excluded.settings",
                     )?
-                    .execute(params![key, now])?;
+                    .execute(params![key, now, json])?;
                 }
             }
             Ok(())
         })
         .await
-        .with_context(|| format!("keeping the policy of session {session}"))
+        .with_context(|| format!("keeping the settings of session {session}"))
     }
 
     /// Ends a turn atomically: in ONE transaction, appends `messages` after
@@ -938,37 +977,50 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
-    async fn a_policy_is_kept_and_a_version_2_store_takes_one() {
+    async fn settings_are_kept_and_a_version_5_store_keeps_its_policies() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v2.db");
+        let path = dir.path().join("v5.db");
         {
             let mut conn = Connection::open(&path).unwrap();
             let tx = conn.transaction().unwrap();
-            tx.execute_batch(MIGRATIONS[0]).unwrap();
-            tx.execute_batch(MIGRATIONS[1]).unwrap();
-            tx.execute_batch("INSERT INTO sessions VALUES ('old', 't', 't');")
-                .unwrap();
-            tx.pragma_update(None, "user_version", 2).unwrap();
+            for sql in &MIGRATIONS[..5] {
+                tx.execute_batch(sql).unwrap();
+            }
+            tx.execute_batch(
+                "INSERT INTO sessions VALUES ('old', 't', 't', 'follow_up');
+                 INSERT INTO sessions VALUES ('plain', 't', 't', NULL);",
+            )
+            .unwrap();
+            tx.pragma_update(None, "user_version", 5).unwrap();
             tx.commit().unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.policies().unwrap().get("old"), None);
-        assert_eq!(store.policies().unwrap().get("new"), None);
-        store.set_policy("old", Policy::FollowUp).await.unwrap();
-        store.set_policy("new", Policy::FollowUp).await.unwrap();
-        assert_eq!(
-            store.policies().unwrap().get("old"),
-            Some(&Policy::FollowUp)
-        );
-        assert_eq!(
-            store.policies().unwrap().get("new"),
-            Some(&Policy::FollowUp)
-        );
-        store.set_policy("old", Policy::Steer).await.unwrap();
-        store.set_policy("never", Policy::Steer).await.unwrap();
-        assert_eq!(store.policies().unwrap().get("old"), None);
-        assert_eq!(store.policies().unwrap().get("never"), None);
-        // A session with a kept policy still takes turns.
+        let follow_up = SessionSettings {
+            policy: Some(Policy::FollowUp),
+            ..SessionSettings::default()
+        };
+        let kept = store.settings().unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept.get("old"), Some(&follow_up));
+
+        let coder = SessionSettings {
+            policy: Some(Policy::Steer),
+            agent: Some("coder".into()),
+            model: Some("openai:small".into()),
+        };
+        store.set_settings("new", &coder).await.unwrap();
+        store
+            .set_settings("old", &SessionSettings::default())
+            .await
+            .unwrap();
+        store
+            .set_settings("never", &SessionSettings::default())
+            .await
+            .unwrap();
+        let kept = store.settings().unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept.get("new"), Some(&coder));
+        // A session with kept settings still takes turns, and keeps them.
         let record = turn(
             "new",
             "t1",
@@ -979,10 +1031,7 @@ pub(crate) mod tests {
             .commit_turn(&record, &[Message::user("hi")])
             .await
             .unwrap();
-        assert_eq!(
-            store.policies().unwrap().get("new"),
-            Some(&Policy::FollowUp)
-        );
+        assert_eq!(store.settings().unwrap().get("new"), Some(&coder));
         assert_eq!(store.history("new").await.unwrap(), [Message::user("hi")]);
     }
 
@@ -1016,7 +1065,10 @@ pub(crate) mod tests {
             event(
                 1,
                 Some("s1"),
-                EventBody::TurnBegin(TurnBegin { input: "hi".into() }),
+                EventBody::TurnBegin(TurnBegin {
+                    input: "hi".into(),
+                    agent: "default".into(),
+                }),
             ),
             event(
                 2,

@@ -21,6 +21,7 @@ fn message(session: &str, content: &str) -> Op {
     Op::UserMessage {
         session: session.into(),
         content: content.into(),
+        agent: None,
     }
 }
 

@@ -20,6 +20,7 @@ mod llm_faults;
 mod llm_replies;
 mod load_bounds;
 mod loading;
+mod named_agents;
 mod network;
 mod no_answer;
 mod refused_loops;

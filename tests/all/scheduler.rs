@@ -28,6 +28,7 @@ fn message(session: &str, content: &str) -> Op {
     Op::UserMessage {
         session: session.into(),
         content: content.into(),
+        agent: None,
     }
 }
 
@@ -150,7 +151,7 @@ async fn two_hundred_sessions_of_three_messages_each_keep_order_and_lose_nothing
     let (mut turns, mut injected) = (0, 0);
     for event in &events {
         let content = match &event.body {
-            EventBody::TurnBegin(TurnBegin { input }) => {
+            EventBody::TurnBegin(TurnBegin { input, .. }) => {
                 turns += 1;
                 input
             }
@@ -277,7 +278,7 @@ async fn follow_ups_run_as_turns_of_their_own_and_a_full_queue_refuses() {
                 assert_eq!(e.turn_id.as_ref(), Some(id));
                 Some(format!("queued {content} at {position}"))
             }
-            EventBody::TurnBegin(TurnBegin { input }) => {
+            EventBody::TurnBegin(TurnBegin { input, .. }) => {
                 // Each follow-up runs under the id its sender was given.
                 match input.as_str() {
                     "second" => assert_eq!(e.turn_id.as_ref(), Some(&second)),
@@ -807,7 +808,7 @@ async fn steering_racing_the_end_of_a_turn_is_answered_exactly_once() {
         let begins: Vec<_> = all
             .iter()
             .filter_map(|e| match &e.body {
-                EventBody::TurnBegin(TurnBegin { input }) => Some(input.as_str()),
+                EventBody::TurnBegin(TurnBegin { input, .. }) => Some(input.as_str()),
                 _ => None,
             })
             .collect();
@@ -879,7 +880,7 @@ async fn steering_a_turn_at_its_limit_runs_as_the_next_turn() {
     let shown: Vec<String> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::TurnBegin(TurnBegin { input }) => Some(format!("begin {input}")),
+            EventBody::TurnBegin(TurnBegin { input, .. }) => Some(format!("begin {input}")),
             EventBody::FollowUpQueued(FollowUpQueued { content, position }) => {
                 Some(format!("queued {content} at {position}"))
             }

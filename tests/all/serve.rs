@@ -625,7 +625,7 @@ async fn bad_requests_get_a_json_error_and_the_server_goes_on() {
             StatusCode::UNPROCESSABLE_ENTITY,
             error(
                 "invalid_request",
-                "Failed to deserialize the JSON body into the target type: text: unknown field `text`, expected `content` at line 1 column 7",
+                "Failed to deserialize the JSON body into the target type: text: unknown field `text`, expected `content` or `agent` at line 1 column 7",
             ),
         ),
         (

@@ -102,6 +102,7 @@ async fn run(setup: &mut Setup) -> Vec<Arc<Event>> {
         .submit(Op::UserMessage {
             session: "s".into(),
             content: "go".into(),
+            agent: None,
         })
         .await
         .unwrap();

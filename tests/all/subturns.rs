@@ -141,6 +141,7 @@ fn message(session: &str, content: &str) -> Op {
     Op::UserMessage {
         session: session.into(),
         content: content.into(),
+        agent: None,
     }
 }
 
@@ -388,7 +389,7 @@ async fn a_spawned_child_that_outlives_its_parent_becomes_a_follow_up_turn() {
     let mut seen = until(
         &mut events,
         LIMIT,
-        |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if input.starts_with("[Result")),
+        |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input, .. }) if input.starts_with("[Result")),
     )
     .await;
     idle(&scheduler).await;
@@ -405,7 +406,7 @@ async fn a_spawned_child_that_outlives_its_parent_becomes_a_follow_up_turn() {
     let inputs: Vec<&str> = seen
         .iter()
         .filter_map(|e| match &e.body {
-            EventBody::TurnBegin(TurnBegin { input }) if e.parent_turn_id.is_none() => {
+            EventBody::TurnBegin(TurnBegin { input, .. }) if e.parent_turn_id.is_none() => {
                 Some(input.as_str())
             }
             _ => None,
@@ -491,7 +492,7 @@ async fn spawns_over_a_limit_fail_with_an_error_the_model_reads() {
     let mut seen = until(
         &mut events,
         LIMIT,
-        |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if input.starts_with("[Result")),
+        |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input, .. }) if input.starts_with("[Result")),
     )
     .await;
     idle(&scheduler).await;
@@ -624,7 +625,7 @@ async fn fifty_parents_each_spawning_five_children_lose_no_result() {
     let follow_ups = seen
         .iter()
         .filter(
-            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if input.starts_with("[Result")),
+            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input, .. }) if input.starts_with("[Result")),
         )
         .count();
     assert_eq!(follow_ups, orphans, "every orphan ran as a turn");
@@ -746,7 +747,7 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
         until(
             &mut events,
             LIMIT,
-            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if input.starts_with("[Result")),
+            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input, .. }) if input.starts_with("[Result")),
         )
         .await,
     );
@@ -805,7 +806,7 @@ async fn a_graceful_end_winds_down_ordinary_children_and_lets_critical_ones_fini
     );
     assert!(
         seen.iter().any(
-            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input }) if *input == critical_result)
+            |e| matches!(&e.body, EventBody::TurnBegin(TurnBegin { input, .. }) if *input == critical_result)
         )
     );
 }

@@ -33,6 +33,7 @@ fn message(session: &str, content: &str) -> Op {
     Op::UserMessage {
         session: session.into(),
         content: content.into(),
+        agent: None,
     }
 }
 
@@ -533,8 +534,11 @@ async fn an_idle_session_used_again_and_again_has_one_place_in_the_idle_queue() 
         .await
         .expect("the session was never let go");
     assert_eq!(scheduler.idle_entries(), 0);
-    // The last policy set (`steer`, the default) is what it comes back with.
-    assert_eq!(scheduler.live("busy-bee"), None);
+    // The last policy set (`steer`) is what it comes back with: the
+    // session's own choice, kept.
+    let kept = scheduler.live("busy-bee").expect("kept settings");
+    assert_eq!(kept.settings.policy, Some(Policy::Steer));
+    assert!(!kept.busy);
 }
 
 /// A policy set on a session still in memory is written at shutdown, so a
@@ -558,6 +562,6 @@ async fn a_policy_survives_a_restart_before_its_session_was_let_go() {
     tokio::time::timeout(LIMIT, core.shut_down(Duration::ZERO))
         .await
         .expect("shutdown hung");
-    let policies = Store::open(&path).unwrap().policies().unwrap();
-    assert_eq!(policies.get("kept"), Some(&Policy::FollowUp));
+    let kept = Store::open(&path).unwrap().settings().unwrap();
+    assert_eq!(kept["kept"].policy, Some(Policy::FollowUp));
 }

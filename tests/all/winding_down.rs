@@ -63,6 +63,7 @@ async fn interrupted_then(
     let op = Op::UserMessage {
         session: "w".into(),
         content: "hello".into(),
+        agent: None,
     };
     let Ok(Accepted::Started { turn_id }) = scheduler.submit(op).await else {
         panic!("the turn did not start");

@@ -122,6 +122,7 @@ async fn run(scheduler: &Scheduler, log: &EventLog, prefix: &str) {
             let op = Op::UserMessage {
                 session: format!("{prefix}-{i}"),
                 content: "hi".into(),
+                agent: None,
             };
             match scheduler.submit(op) {
                 Ok(Accepted::Started { .. }) => {}

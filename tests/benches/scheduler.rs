@@ -210,6 +210,7 @@ async fn run(
         let op = Op::UserMessage {
             session: session.clone(),
             content: "add 40 and 2".into(),
+            agent: None,
         };
         match scheduler.submit(op) {
             Ok(Accepted::Started { .. }) => {}

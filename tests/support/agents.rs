@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use wasmclaw::agent::profile::{Profile, Profiles};
 use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::bus::{Delivery, EventBus, Filter, Received, Subscription};
 use wasmclaw::core::Core;
@@ -77,16 +78,57 @@ pub fn agent_with(
     store: Store,
     config: AgentConfig,
 ) -> (Arc<Agent>, Subscription) {
+    let chain = chain(candidates);
+    let bus = EventBus::new(store.last_seq().unwrap());
+    let events = bus.subscribe(Filter::default(), Delivery::Lossless);
+    let agent = Agent::new(plugins, Arc::new(chain), bus, store, config);
+    (Arc::new(agent), events)
+}
+
+/// The chain of `candidates`, retried quickly.
+pub fn chain(candidates: Vec<ProviderConfig>) -> Chain {
     let client = wasmclaw::llm::http_client();
     let providers = candidates
         .into_iter()
         .map(|c| Provider::new(c, client.clone()).expect("candidate"))
         .collect();
-    let chain = Chain::new(providers, quick_retries());
+    Chain::new(providers, quick_retries())
+}
+
+/// The named agent `name`: `config`, and the OpenAI-format model `model`
+/// of `fake`.
+pub fn profile(name: &str, fake: &FakeModel, model: &str, config: AgentConfig) -> Profile {
+    Profile {
+        name: name.to_string(),
+        chain: Arc::new(chain(vec![openai(fake, model, true)])),
+        config,
+    }
+}
+
+/// `agents`, `default` the default one; a session's model override
+/// `MODEL` is the model of that name of `fake`.
+pub fn profiles(fake: &FakeModel, agents: Vec<Profile>, default: &str) -> Profiles {
+    let base_url = fake.openai_base_url();
+    let chains = move |spec: &str, _: &Profile| {
+        let model = spec.strip_prefix("fake:").ok_or("expected fake:MODEL")?;
+        let candidate = candidate(ProviderKind::OpenAi, base_url.clone(), model, true);
+        Ok(chain(vec![candidate]))
+    };
+    Profiles::new(agents, default, Some(Box::new(chains)))
+}
+
+/// A [`Core`] over the named agents `profiles` and `plugins`, and a
+/// lossless subscription to everything it publishes.
+pub fn core_of_agents(
+    plugins: Arc<Plugins>,
+    profiles: Profiles,
+    store: Store,
+    schedule: SchedulerConfig,
+) -> (Core, Subscription) {
     let bus = EventBus::new(store.last_seq().unwrap());
     let events = bus.subscribe(Filter::default(), Delivery::Lossless);
-    let agent = Agent::new(plugins, Arc::new(chain), bus, store, config);
-    (Arc::new(agent), events)
+    let agent = Agent::with_profiles(plugins, profiles, bus, store, 64);
+    (Core::new(Arc::new(agent), schedule), events)
 }
 
 /// A [`Core`] over an agent of `plugins` and `candidates` (as

@@ -99,6 +99,8 @@ events! {
     PluginUnloaded(PluginUnloaded) = "plugin_unloaded",
     HookDecision(HookDecision) = "hook_decision",
     HookError(HookError) = "hook_error",
+    ConfigReloaded(ConfigReloaded) = "config_reloaded",
+    ConfigRejected(ConfigRejected) = "config_rejected",
 }
 
 impl EventKind {
@@ -119,6 +121,9 @@ impl std::fmt::Display for EventKind {
 pub struct TurnBegin {
     /// The user message that started the turn.
     pub input: String,
+    /// The named agent it runs as.
+    #[serde(default)]
+    pub agent: String,
 }
 
 /// A turn ended: every turn that began ends with exactly one of these.
@@ -251,6 +256,9 @@ pub struct SubturnSpawn {
     pub depth: u32,
     /// `subagent` (the parent waits for the answer) or `spawn`.
     pub mode: SpawnMode,
+    /// The named agent it runs as.
+    #[serde(default)]
+    pub agent: String,
     /// The model asked for (null: the parent's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -303,6 +311,27 @@ pub struct PluginFailed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginUnloaded {
     pub plugin: String,
+}
+
+/// The configuration file changed and the new configuration applies to
+/// turns that start from now on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigReloaded {
+    pub file: String,
+    /// The key paths whose values changed.
+    pub changed: Vec<String>,
+    /// Those of `changed` that apply only when the host restarts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart_needed: Vec<String>,
+}
+
+/// The configuration file changed but does not load: the running
+/// configuration stays.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigRejected {
+    pub file: String,
+    /// Every error, one per line.
+    pub error: String,
 }
 
 /// A hook changed what happens: denied a tool call or a model request,

@@ -11,7 +11,16 @@ pub enum Op {
     /// A user message for a session: starts a turn when the session is idle;
     /// otherwise steers its running turn or waits as a follow-up turn, by the
     /// session's [`Policy`].
-    UserMessage { session: String, content: String },
+    UserMessage {
+        session: String,
+        content: String,
+        /// The agent the message is for: a session that has none chosen
+        /// runs it from now on; one that runs another agent refuses the
+        /// message. None: the session's agent (the host's default agent
+        /// until one is chosen).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+    },
     /// A message for the turn running on a session, taken in before its next
     /// model call whatever the session's policy; starts a turn when none runs.
     Steer { session: String, content: String },
@@ -19,6 +28,18 @@ pub enum Op {
     Interrupt { target: Target, mode: InterruptMode },
     /// What a session does with a message that arrives while its turn runs.
     SetPolicy { session: String, policy: Policy },
+    /// The named agent the session's next turns run as (its prompt, model
+    /// chain and tools). Refused for an agent the configuration does not
+    /// have.
+    SetAgent { session: String, agent: String },
+    /// The model chain of the session's next turns (`PROVIDER:MODEL`,
+    /// comma-separated for a fallback chain), in place of its agent's; None
+    /// returns to the agent's. Refused for a spec the configuration cannot
+    /// build.
+    SetModel {
+        session: String,
+        model: Option<String>,
+    },
     /// Earlier conversation for a new session: `messages` become its
     /// history, recorded as one turn (reason `imported`) that runs nothing
     /// and publishes no events. Refused for a session that already has
@@ -68,6 +89,8 @@ pub enum Accepted {
         discarded: Vec<String>,
     },
     PolicySet,
+    /// The session's agent or model was set for its next turns.
+    SessionSet,
     /// The history was imported, recorded as the turn `turn_id` (which ran
     /// nothing: no `turn_end` is published for it).
     Imported {

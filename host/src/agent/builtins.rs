@@ -45,6 +45,7 @@ static SET: LazyLock<Arc<BuiltinSet>> = LazyLock::new(|| {
             "task": {"type": "string", "description": "What the sub-agent must do; it sees nothing else of this conversation."},
             "label": {"type": "string", "description": "A short name for it."},
             "model": {"type": "string", "description": "Another model of the same provider."},
+            "agent": {"type": "string", "description": "A named agent of this host to run it as: its own prompt, model and tools (within yours)."},
             "tools": {"type": "array", "items": {"type": "string"}, "description": "The tools it may use: a subset of yours (default: all)."},
             "critical": {"type": "boolean", "description": "Finish even if this turn ends early."},
             "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},

@@ -29,9 +29,10 @@ use serde_json::json;
 
 use super::budget::CallSpawns;
 use super::control::{ChildResult, TurnControl};
+use super::profile::Profile;
 use super::task::{self, InternalOp, TurnHandle};
 use super::turn::TurnSpec;
-use super::{Agent, TurnOutcome};
+use super::{Agent, AgentConfig, TurnOutcome};
 use crate::bus::EventBus;
 use crate::plugin::sandbox::access::SubTurnSpawner;
 use crate::plugin::{CallContext, ErrorKind, ToolError};
@@ -47,7 +48,7 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 pub use super::builtins::{SPAWN, SUBAGENT};
 
 /// How far SubTurns may go.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubTurnLimits {
     /// How deep children may nest below a top-level turn.
     pub max_depth: u32,
@@ -64,6 +65,22 @@ pub struct SubTurnLimits {
     pub slot_wait: Duration,
     /// A child's timeout when the request names none.
     pub default_timeout: Duration,
+}
+
+impl SubTurnLimits {
+    /// The tighter of `self` and `other`, bound by bound: what a child that
+    /// runs as another agent may do (its own limits, within its parent's).
+    pub fn narrowed(&self, other: &SubTurnLimits) -> SubTurnLimits {
+        SubTurnLimits {
+            max_depth: self.max_depth.min(other.max_depth),
+            per_parent: self.per_parent.min(other.per_parent),
+            total: self.total.min(other.total),
+            per_tree: self.per_tree.min(other.per_tree),
+            per_call: self.per_call.min(other.per_call),
+            slot_wait: self.slot_wait.min(other.slot_wait),
+            default_timeout: self.default_timeout.min(other.default_timeout),
+        }
+    }
 }
 
 impl Default for SubTurnLimits {
@@ -144,7 +161,7 @@ impl Parent {
         request: SubTurnRequest,
         mode: SpawnMode,
     ) -> Result<Spawned, ToolError> {
-        let limits = &self.agent.config.subturns;
+        let limits = &self.spec.config().subturns;
         let depth = self.control.lineage.depth;
         if depth >= limits.max_depth {
             return Err(denied(format!(
@@ -207,7 +224,8 @@ impl Parent {
         // The child's time starts now, not before its wait for a place.
         let deadline = Instant::now() + timeout;
         spec.deadline = Some(self.spec.deadline.map_or(deadline, |d| d.min(deadline)));
-        let child = TurnControl::child(&self.control, request.critical, limits.per_parent);
+        let per_parent = spec.config().subturns.per_parent;
+        let child = TurnControl::child(&self.control, request.critical, per_parent);
         share.child = Some(child.clone());
         let label = request
             .label
@@ -222,6 +240,7 @@ impl Parent {
                 task: request.task.clone(),
                 depth: child.lineage.depth,
                 mode,
+                agent: spec.profile.name.clone(),
                 model: spec.model.clone(),
                 tools: spec.tools.as_ref().map(|t| t.iter().cloned().collect()),
                 critical: request.critical,
@@ -267,12 +286,13 @@ impl Parent {
         Ok(Spawned { id, label, handle })
     }
 
-    /// The child's model, tools and budget, and its timeout.
+    /// The child's agent, model, tools and budget, and its timeout.
     fn child_spec(&self, request: &SubTurnRequest) -> Result<(TurnSpec, Duration), ToolError> {
-        let tools = match &request.tools {
+        let mine = || self.spec.tool_names(&self.agent);
+        let mut tools = match &request.tools {
             None => self.spec.tools.clone(),
             Some(names) => {
-                let mine = self.spec.tool_names(&self.agent);
+                let mine = mine();
                 let unknown: Vec<&str> = names
                     .iter()
                     .filter(|n| !mine.contains(n.as_str()))
@@ -293,9 +313,29 @@ impl Parent {
                 Some(Arc::new(names.iter().cloned().collect::<BTreeSet<_>>()))
             }
         };
+        let requested = request.agent.as_deref().filter(|a| !a.trim().is_empty());
+        let (profile, model) = match requested {
+            Some(name) if name != self.spec.profile.name => {
+                let other =
+                    (self.spec.profiles.agent(name)).map_err(|e| invalid(format!("agent: {e}")))?;
+                // Another agent's tools, within this turn's: a child never
+                // reaches what its parent could not.
+                tools.get_or_insert_with(|| Arc::new(mine()));
+                let profile = Arc::new(Profile {
+                    name: other.name.clone(),
+                    chain: other.chain.clone(),
+                    config: AgentConfig {
+                        subturns: self.spec.config().subturns.narrowed(&other.config.subturns),
+                        ..other.config.clone()
+                    },
+                });
+                (profile, None)
+            }
+            _ => (self.spec.profile.clone(), self.spec.model.clone()),
+        };
         let max = MAX_TIMEOUT.as_secs();
         let timeout = match request.timeout_s {
-            None => self.agent.config.subturns.default_timeout,
+            None => self.spec.config().subturns.default_timeout,
             Some(s) if s > 0.0 && s <= max as f64 => Duration::from_secs_f64(s),
             Some(_) => {
                 return Err(invalid(format!(
@@ -307,11 +347,11 @@ impl Parent {
             return Err(invalid("token_budget: expected at least 1".into()));
         }
         let spec = TurnSpec {
-            model: request
-                .model
-                .clone()
+            profiles: self.spec.profiles.clone(),
+            profile,
+            model: (request.model.clone())
                 .filter(|m| !m.trim().is_empty())
-                .or_else(|| self.spec.model.clone()),
+                .or(model),
             tools,
             deadline: None,
             token_budget: request.token_budget,
@@ -488,7 +528,7 @@ impl SubTurnSpawner for PluginCallSpawner {
     ) -> BoxFuture<'static, Result<String, ToolError>> {
         let parent = self.parent.clone();
         let spawns = self.spawns.clone();
-        let limit = parent.agent.config.subturns.per_call;
+        let limit = parent.spec.config().subturns.per_call;
         let plugin = plugin.to_string();
         Box::pin(async move {
             spawns.start(limit).map_err(|started| {

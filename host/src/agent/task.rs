@@ -194,6 +194,21 @@ pub fn spawn(agent: &Arc<Agent>, start: Start, spec: TurnSpec, input: String) ->
     })
 }
 
+/// Ends the turn of `start.control` in error, with `reason`, before it runs
+/// (its agent cannot be built from the configuration), with the life every
+/// turn has: one `turn_end`, then its starter's `on_end`.
+pub fn fail_to_start(
+    agent: &Arc<Agent>,
+    start: Start,
+    kind: TurnErrorKind,
+    reason: String,
+) -> TurnHandle {
+    let id = start.control.id.clone();
+    spawn_future(&agent.turns, &agent.bus, start, move || async move {
+        outcome(&id, TurnStatus::Error, reason, Some(kind))
+    })
+}
+
 /// Runs `input` as the turn of `start.control`, with `spec`, on the caller's
 /// task, to its end: the same life as [`spawn`] (the table, the panic
 /// guard, one `turn_end`; dropping the returned future ends the turn

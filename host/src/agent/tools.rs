@@ -103,7 +103,7 @@ pub async fn run_all<'a>(
 ) -> Vec<Message> {
     let cut = super::arguments::cut_reason(finish_reason);
     let agent = turn.agent();
-    let slots = Arc::new(Semaphore::new(agent.config.tool_concurrency.max(1)));
+    let slots = Arc::new(Semaphore::new(turn.spec.config().tool_concurrency.max(1)));
     let mut begun = Begun {
         turn,
         calls: Vec::with_capacity(calls.len()),

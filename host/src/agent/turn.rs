@@ -49,9 +49,10 @@ use crate::store::TurnRecord;
 
 use self::model_call::Asked;
 use super::control::TurnControl;
+use super::profile::{Profile, Profiles};
 use super::refusals::Refusals;
 use super::subturn::{self, Parent};
-use super::{Agent, TurnOutcome};
+use super::{Agent, AgentConfig, TurnOutcome};
 
 /// Added to the request (not the history), as a system message, on the
 /// last allowed iteration.
@@ -70,36 +71,62 @@ struct Answer {
     messages: Vec<Message>,
 }
 
-/// What a turn runs with beyond the agent's defaults: a SubTurn's model,
+/// What a turn runs with: its agent (a snapshot of the configuration
+/// taken when the top-level turn started) and, for a SubTurn, its model,
 /// tools, deadline and budget.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TurnSpec {
+    /// Every agent of the snapshot the turn tree runs with: a SubTurn
+    /// started as another agent finds it here.
+    pub profiles: Arc<Profiles>,
+    /// The agent this turn runs as.
+    pub profile: Arc<Profile>,
     /// A model name for the chain's providers (None: their own).
     pub model: Option<String>,
-    /// The tools it may use (None: all).
+    /// The tools it may use beyond the agent's filter (None: all the agent
+    /// offers).
     pub tools: Option<Arc<BTreeSet<String>>>,
     pub deadline: Option<Instant>,
     pub token_budget: Option<u64>,
 }
 
 impl TurnSpec {
+    /// A top-level turn of `profile`, from `profiles`.
+    pub fn top(profiles: Arc<Profiles>, profile: Arc<Profile>) -> TurnSpec {
+        TurnSpec {
+            token_budget: profile.config.token_budget,
+            profiles,
+            profile,
+            model: None,
+            tools: None,
+            deadline: None,
+        }
+    }
+
+    /// How this turn runs.
+    pub fn config(&self) -> &AgentConfig {
+        &self.profile.config
+    }
+
     pub fn allows(&self, tool: &str) -> bool {
-        self.tools.as_ref().is_none_or(|t| t.contains(tool))
+        self.profile.config.tools.allows(tool)
+            && self.tools.as_ref().is_none_or(|t| t.contains(tool))
     }
 
     /// The tools on offer now (plugins may have been added or removed since
-    /// the last iteration), as allowed.
+    /// the last iteration), as allowed. With nothing to filter out, the
+    /// registry's own list (no copy).
     pub fn tool_defs(&self, agent: &Agent) -> Arc<Vec<ToolDef>> {
         let all = agent.tool_defs();
-        match &self.tools {
-            None => all,
-            Some(_) => Arc::new(
-                all.iter()
-                    .filter(|t| self.allows(&t.name))
-                    .cloned()
-                    .collect(),
-            ),
+        if self.tools.is_none() && self.profile.config.tools.allows_all() {
+            return all;
         }
+        Arc::new(
+            all.iter()
+                .filter(|t| self.allows(&t.name))
+                .cloned()
+                .collect(),
+        )
     }
 
     pub fn tool_names(&self, agent: &Agent) -> BTreeSet<String> {
@@ -168,11 +195,6 @@ impl From<HookStop> for Failure {
 }
 
 impl Turn {
-    /// The turn that `control` steers, on the control's session.
-    pub fn new(agent: Arc<Agent>, control: Arc<TurnControl>) -> Turn {
-        Turn::with_spec(agent, control, TurnSpec::default())
-    }
-
     pub fn with_spec(agent: Arc<Agent>, control: Arc<TurnControl>, spec: TurnSpec) -> Turn {
         Turn {
             agent,
@@ -215,6 +237,7 @@ impl Turn {
     pub(crate) async fn run(mut self, input: &str) -> TurnOutcome {
         self.publish(EventBody::TurnBegin(TurnBegin {
             input: input.to_string(),
+            agent: self.spec.profile.name.clone(),
         }));
         let cancel = self.control.cancelled().clone();
         let deadline = self.spec.deadline;
@@ -254,14 +277,14 @@ impl Turn {
             })?
         };
         let mut messages = Vec::with_capacity(history.len() + 8);
-        if let Some(prompt) = &self.agent.config.system_prompt {
+        if let Some(prompt) = &self.spec.config().system_prompt {
             messages.push(Message::system(prompt.clone()));
         }
         messages.extend(history);
         let turn_start = messages.len();
         messages.push(Message::user(input));
 
-        let max = self.agent.config.max_iterations.max(1);
+        let max = self.spec.config().max_iterations.max(1);
         loop {
             self.iterations += 1;
             let at_limit = self.iterations == max;
@@ -289,7 +312,7 @@ impl Turn {
             let mut request = ChatRequest {
                 messages: messages.clone(),
                 tools: self.spec.tool_defs(&self.agent),
-                max_tokens: self.agent.config.max_tokens,
+                max_tokens: self.spec.config().max_tokens,
                 model: self.spec.model.clone(),
                 ..Default::default()
             };
@@ -355,7 +378,7 @@ impl Turn {
             messages.extend(results);
             if let Some(reason) = self
                 .refusals
-                .exceeded(self.agent.config.max_repeated_refusals)
+                .exceeded(self.spec.config().max_repeated_refusals)
             {
                 return Err(Failure::error(TurnErrorKind::RepeatedRefusal, reason));
             }

@@ -200,6 +200,7 @@ pub async fn run(
     let op = Op::UserMessage {
         session: session.clone(),
         content: message.to_string(),
+        agent: None,
     };
     let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await? else {
         bail!("session {session} is busy");

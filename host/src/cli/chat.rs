@@ -131,7 +131,7 @@ pub async fn chat(
                 if text.is_empty() {
                     continue;
                 }
-                let op = Op::UserMessage { session: session.clone(), content: text.to_string() };
+                let op = Op::UserMessage { session: session.clone(), content: text.to_string(), agent: None };
                 match core.submit(op).await {
                     Ok(Accepted::Steered { .. }) => screen.note("steering: taken in before the next model call"),
                     Ok(Accepted::Queued { .. }) => screen.note("queued: runs after this turn"),

@@ -168,3 +168,81 @@ pub struct PluginSettings {
     /// Per-call limits of plugins whose grants file does not set them.
     pub limits: PluginLimits,
 }
+
+impl Default for ToolFilter {
+    fn default() -> Self {
+        ToolFilter {
+            allow: vec!["*".to_string()],
+            deny: Vec::new(),
+        }
+    }
+}
+
+impl ToolFilter {
+    /// Whether the tool `name` is on offer: it matches an `allow` pattern
+    /// and no `deny` pattern.
+    pub fn allows(&self, name: &str) -> bool {
+        let matches = |patterns: &[String]| patterns.iter().any(|p| glob_match(p, name));
+        matches(&self.allow) && !matches(&self.deny)
+    }
+
+    /// Every tool passes: nothing to filter.
+    pub fn allows_all(&self) -> bool {
+        self.deny.is_empty() && self.allow.iter().any(|p| p == "*")
+    }
+}
+
+/// `*` matches any run of characters (none included); every other character
+/// matches itself.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let Some((first, rest)) = pattern.split_once('*') else {
+        return pattern == name;
+    };
+    let Some(mut tail) = name.strip_prefix(first) else {
+        return false;
+    };
+    let mut parts: Vec<&str> = rest.split('*').collect();
+    let last = parts.pop().unwrap_or_default();
+    for part in parts {
+        match tail.find(part) {
+            Some(at) => tail = &tail[at + part.len()..],
+            None => return false,
+        }
+    }
+    tail.len() >= last.len() && tail.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_tool_names() {
+        for (pattern, name, expected) in [
+            ("*", "files_read", true),
+            ("files_*", "files_read", true),
+            ("files_*", "file", false),
+            ("*_read", "files_read", true),
+            ("f*s*d", "files_read", true),
+            ("f*s*d", "files_readx", false),
+            ("a*a", "a", false),
+            ("a*a", "aa", true),
+            ("calc", "calc", true),
+            ("calc", "calculator", false),
+        ] {
+            assert_eq!(glob_match(pattern, name), expected, "{pattern} {name}");
+        }
+    }
+
+    #[test]
+    fn deny_wins_over_allow() {
+        let filter = ToolFilter {
+            allow: vec!["*".into()],
+            deny: vec!["files_*".into()],
+        };
+        assert!(filter.allows("calc"));
+        assert!(!filter.allows("files_write"));
+        assert!(!filter.allows_all());
+        assert!(ToolFilter::default().allows_all());
+    }
+}

@@ -116,6 +116,7 @@ pub async fn completions(
     let op = Op::UserMessage {
         session: session.clone(),
         content: input,
+        agent: None,
     };
     let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await? else {
         unreachable!("a new session starts its turn at once");

@@ -60,6 +60,11 @@ pub fn check_key(key: &str) -> Result<(), ApiError> {
 #[serde(deny_unknown_fields)]
 pub struct MessageBody {
     pub content: String,
+    /// The named agent the message is for (`/messages` only): a session
+    /// with none chosen runs it from now on; one that runs another refuses
+    /// the message.
+    #[serde(default)]
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -91,6 +96,7 @@ pub struct MessageAnswer {
 pub struct MessageRequest {
     session: String,
     content: String,
+    agent: Option<String>,
     wait: bool,
 }
 
@@ -109,6 +115,7 @@ impl<S: Send + Sync> FromRequest<S> for MessageRequest {
         Ok(MessageRequest {
             session,
             content: body.content,
+            agent: body.agent.filter(|a| !a.trim().is_empty()),
             wait: query.wait,
         })
     }
@@ -121,6 +128,7 @@ pub async fn message(
     let op = Op::UserMessage {
         session: m.session.clone(),
         content: m.content,
+        agent: m.agent,
     };
     submit(&api, op, m.wait).await
 }
@@ -129,6 +137,11 @@ pub async fn steer(
     State(api): State<Api>,
     m: MessageRequest,
 ) -> Result<Json<MessageAnswer>, ApiError> {
+    if m.agent.is_some() {
+        return Err(ApiError::bad_request(
+            "`agent` is for `/messages`: steering goes to the turn that runs, whatever its agent",
+        ));
+    }
     let op = Op::Steer {
         session: m.session.clone(),
         content: m.content,
@@ -280,6 +293,8 @@ pub async fn show(
         "key": key,
         "busy": live.busy,
         "policy": live.policy,
+        "agent": live.settings.agent.as_deref().unwrap_or(&core.default_agent()),
+        "model": live.settings.model,
         "active": live.active,
         "queued": queued,
         "history": history,

@@ -100,7 +100,11 @@ impl Turn {
         let iteration = self.iterations;
         self.publish(EventBody::LlmRequest(LlmRequest {
             iteration,
-            model: self.agent.llm.first_model(request.model.as_deref()),
+            model: self
+                .spec
+                .profile
+                .chain
+                .first_model(request.model.as_deref()),
             messages: request.messages.len(),
             tools: request.tools.len(),
         }));
@@ -145,7 +149,7 @@ impl Turn {
             };
             bus.publish(scope, body);
         };
-        let chat = self.agent.llm.chat(request, &mut on_progress);
+        let chat = self.spec.profile.chain.chat(request, &mut on_progress);
         tokio::pin!(chat);
         let answered = tokio::select! {
             biased;
@@ -155,7 +159,7 @@ impl Turn {
         let answered = match answered {
             Some(answered) => answered,
             None => {
-                let grace = self.agent.config.wind_down_idle;
+                let grace = self.spec.config().wind_down_idle;
                 match wind_down(chat.as_mut(), &attempt, &retried, grace).await {
                     Some(Ok(answered)) => Ok(answered),
                     failed => {

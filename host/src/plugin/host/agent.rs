@@ -36,6 +36,7 @@ impl Host for PluginState {
             task: request.task,
             label: request.label,
             model: request.model,
+            agent: None,
             tools: request.tools,
             critical: request.critical,
             // Checked with the other arguments (at most a day).
