@@ -16,6 +16,12 @@
 //! - [`agent`]: turns: the one place every turn (SubTurns too) is spawned,
 //!   registered and ended ([`agent::task`]), the loop of model calls and tool
 //!   calls, and the registry of tools on offer ([`agent::registry`]).
+//! - [`config`]: the configuration (`wasmclaw.toml`, the environment, the
+//!   flags) resolved into one immutable [`config::Config`]; the named agents
+//!   a turn runs are built from it ([`agent::profile`]).
+//! - [`commands`]: chat commands (`/help`, `/agent`, `/model`, ...): one
+//!   registry that front ends hand messages starting with `/` to; they
+//!   become Ops, never model input.
 //! - [`hooks`]: hook plugins at fixed points of every turn: the chain of
 //!   `before-*` and `after-*` hooks, and `on-event` observers.
 //! - [`llm`]: model providers (OpenAI-compatible, Anthropic, scripted) and the
@@ -35,6 +41,7 @@
 pub mod agent;
 pub mod bus;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod core;
 pub mod home;

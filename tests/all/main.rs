@@ -5,6 +5,7 @@
 mod agent_cli;
 mod chat_control;
 mod cli;
+mod commands;
 mod core;
 mod descriptors;
 mod examples;

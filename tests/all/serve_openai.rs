@@ -194,7 +194,7 @@ async fn the_openai_python_sdk_streamed_and_not() {
 
     let usage = json!({ "prompt_tokens": 14, "completion_tokens": 6, "total_tokens": 20 });
     let expected = json!({
-        "models": [["wasmclaw", "wasmclaw"]],
+        "models": [["wasmclaw", "wasmclaw"], ["default", "wasmclaw"]],
         "completion": {
             "id": format!("chatcmpl-{}", asked_turns[1].id),
             "object": "chat.completion",

@@ -9,7 +9,9 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use wasmclaw::agent::profile::Profiles;
 use wasmclaw::agent::{Agent, AgentConfig};
+use wasmclaw::bus::EventBus;
 use wasmclaw::core::Core;
 use wasmclaw::llm::ProviderConfig;
 use wasmclaw::plugin::Plugins;
@@ -60,8 +62,31 @@ impl TestServer {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("sessions.db")).unwrap();
         let (agent, _events) = crate::agents::agent_with(plugins, candidates, store, setup.agent);
-        let core = Core::new(agent.clone(), setup.scheduler);
-        let api = Api::new(core.clone(), setup.server);
+        Self::serve(agent, dir, setup.scheduler, setup.server).await
+    }
+
+    /// A server over the named agents `profiles` (`setup.agent` is not
+    /// used: each agent has its own configuration).
+    pub async fn start_agents(
+        plugins: Arc<Plugins>,
+        profiles: Profiles,
+        setup: Setup,
+    ) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("sessions.db")).unwrap();
+        let bus = EventBus::new(store.last_seq().unwrap());
+        let agent = Arc::new(Agent::with_profiles(plugins, profiles, bus, store, 64));
+        Self::serve(agent, dir, setup.scheduler, setup.server).await
+    }
+
+    async fn serve(
+        agent: Arc<Agent>,
+        dir: TempDir,
+        scheduler: SchedulerConfig,
+        server: ServerConfig,
+    ) -> TestServer {
+        let core = Core::new(agent.clone(), scheduler);
+        let api = Api::new(core.clone(), server);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();

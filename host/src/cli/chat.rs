@@ -21,6 +21,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::agent::{AgentArgs, session_key, start};
 use crate::bus::Filter;
+use crate::commands::{Commands, Handled};
 use crate::home::Home;
 use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{
@@ -52,7 +53,7 @@ pub async fn chat(
         no_deltas: false,
         ..Default::default()
     };
-    let session = filter.session.clone().expect("named");
+    let mut session = filter.session.clone().expect("named");
     let mut events = core.subscribe(filter, None);
     core.announce_plugins();
     let _watch = core.watch_plugins()?;
@@ -69,7 +70,7 @@ pub async fn chat(
             tools.join(", ")
         }
     );
-    println!("Type a message; an empty line or /quit ends.");
+    println!("Type a message; /help lists the commands; an empty line or /quit ends.");
 
     let live = live || std::io::IsTerminal::is_terminal(&std::io::stdin());
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
@@ -131,7 +132,26 @@ pub async fn chat(
                 if text.is_empty() {
                     continue;
                 }
-                let op = Op::UserMessage { session: session.clone(), content: text.to_string(), agent: None };
+                let new_key = || format!("chat-{}", uuid::Uuid::now_v7().simple());
+                let text = match Commands::new(&core).handle(&session, text, new_key).await {
+                    Handled::Message(text) => text,
+                    Handled::Command(outcome) => {
+                        screen.reply(&outcome.reply);
+                        if let Some(key) = outcome.new_session {
+                            // The old session's turn, if one runs, goes on
+                            // unseen; this chat follows the new one.
+                            let filter = Filter { session: Some(key.clone()), ..Default::default() };
+                            events = core.subscribe(filter, None);
+                            session = key;
+                            busy = false;
+                        }
+                        if !busy {
+                            screen.prompt();
+                        }
+                        continue;
+                    }
+                };
+                let op = Op::UserMessage { session: session.clone(), content: text, agent: None };
                 match core.submit(op).await {
                     Ok(Accepted::Steered { .. }) => screen.note("steering: taken in before the next model call"),
                     Ok(Accepted::Queued { .. }) => screen.note("queued: runs after this turn"),
@@ -167,6 +187,14 @@ impl Screen {
         self.end_line();
         print!("> ");
         let _ = std::io::stdout().flush();
+    }
+
+    /// A command's answer, each line indented.
+    fn reply(&mut self, text: &str) {
+        self.end_line();
+        for line in text.lines() {
+            println!("  {line}");
+        }
     }
 
     fn note(&mut self, text: &str) {

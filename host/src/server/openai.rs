@@ -1,5 +1,7 @@
 //! `POST /v1/chat/completions`, OpenAI-compatible: the "model" is the agent
-//! with its tools, so any OpenAI client can talk to it.
+//! with its tools, so any OpenAI client can talk to it. `GET /v1/models`
+//! lists the named agents (and `wasmclaw`, the default agent); a request's
+//! `model` names the agent that answers it.
 //!
 //! Each request is a turn of a new session `openai-<id>` (named in the
 //! `x-wasmclaw-session` response header, so its events and turns can be read
@@ -44,7 +46,8 @@ use crate::protocol::{
     Accepted, EventBody, InterruptMode, LlmDelta, LlmRetry, Op, Target, TurnEnd, TurnStatus,
 };
 
-/// The model name answered when the request names none.
+/// The model name of the default agent, and the one answered when the
+/// request names none.
 pub const MODEL: &str = "wasmclaw";
 
 #[derive(Debug, Deserialize)]
@@ -81,11 +84,33 @@ pub struct InMessage {
     pub tool_calls: Option<Vec<Value>>,
 }
 
-pub async fn models() -> Json<Value> {
-    Json(json!({
-        "object": "list",
-        "data": [{ "id": MODEL, "object": "model", "created": 0, "owned_by": "wasmclaw" }],
-    }))
+/// `GET /v1/models`: `wasmclaw` (the default agent), then every named agent.
+pub async fn models(State(api): State<Api>) -> Json<Value> {
+    let profiles = api.core().profiles();
+    let data: Vec<Value> = (std::iter::once(MODEL).chain(profiles.names()))
+        .map(|id| json!({ "id": id, "object": "model", "created": 0, "owned_by": "wasmclaw" }))
+        .collect();
+    Json(json!({ "object": "list", "data": data }))
+}
+
+/// The agent a request's `model` names: None for the default one.
+fn agent_named(api: &Api, model: Option<&str>) -> Result<Option<String>, ApiError> {
+    let Some(model) = model.filter(|m| *m != MODEL) else {
+        return Ok(None);
+    };
+    let profiles = api.core().profiles();
+    if profiles.get(model).is_some() {
+        return Ok(Some(model.to_string()));
+    }
+    let known: Vec<&str> = std::iter::once(MODEL).chain(profiles.names()).collect();
+    Err(ApiError::new(
+        StatusCode::NOT_FOUND,
+        "model_not_found",
+        format!(
+            "the model `{model}` does not exist: the models are this host's agents ({})",
+            known.join(", ")
+        ),
+    ))
 }
 
 pub async fn completions(
@@ -94,6 +119,7 @@ pub async fn completions(
 ) -> Result<Response, ApiError> {
     let Json(request) = body?;
     let (history, input) = conversation(&request)?;
+    let agent = agent_named(&api, request.model.as_deref())?;
     let core = api.core();
     // Refused before the history is imported, so nothing is left behind.
     core.refuse_if_closed()?;
@@ -116,7 +142,7 @@ pub async fn completions(
     let op = Op::UserMessage {
         session: session.clone(),
         content: input,
-        agent: None,
+        agent,
     };
     let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await? else {
         unreachable!("a new session starts its turn at once");

@@ -4,7 +4,13 @@
 //! - `POST /v1/sessions/{key}/messages` `{"content": "..."}` answers
 //!   `{"turn_id", "disposition": "started"|"steered"|"queued"}` (and
 //!   `position` when queued). With `?wait=true` it answers when the turn
-//!   named by `turn_id` ends, adding `status`, `reason` and `answer`.
+//!   named by `turn_id` ends, adding `status`, `reason` and `answer`. The
+//!   body may name the `agent` the message is for (a session keeps the
+//!   first it is given). A `content` that starts with `/` is a chat
+//!   command when the session's agent takes commands (see
+//!   [`crate::commands`]): it answers `{"command", "reply", "ok"}` (and
+//!   `new_session` for `/new`) and starts no turn; `//` sends a literal
+//!   `/`.
 //! - `POST /v1/sessions/{key}/steer`: the same, but the message steers the
 //!   running turn whatever the session's policy.
 //! - `POST /v1/sessions/{key}/interrupt` `{"mode": "graceful"|"hard"}`,
@@ -20,11 +26,13 @@ use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Api, ApiError};
 use crate::agent::TurnOutcome;
+use crate::commands::{Commands, Handled};
 use crate::core::TurnWatch;
 use crate::protocol::{Accepted, InterruptMode, Op, Policy, Target, TurnStatus};
 use crate::scheduler::LiveTurn;
@@ -121,16 +129,41 @@ impl<S: Send + Sync> FromRequest<S> for MessageRequest {
     }
 }
 
-pub async fn message(
-    State(api): State<Api>,
-    m: MessageRequest,
-) -> Result<Json<MessageAnswer>, ApiError> {
+/// The answer to a message that was a chat command.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct CommandAnswer {
+    pub command: String,
+    pub reply: String,
+    /// False when it did not do what it was asked (`reply` says why).
+    pub ok: bool,
+    /// `/new`: the key of the fresh session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_session: Option<String>,
+}
+
+pub async fn message(State(api): State<Api>, m: MessageRequest) -> Result<Response, ApiError> {
+    let new_key = || format!("s-{}", uuid::Uuid::now_v7().simple());
+    let content = match Commands::new(api.core())
+        .handle(&m.session, &m.content, new_key)
+        .await
+    {
+        Handled::Message(content) => content,
+        Handled::Command(outcome) => {
+            let answer = CommandAnswer {
+                command: outcome.command,
+                reply: outcome.reply,
+                ok: !outcome.failed,
+                new_session: outcome.new_session,
+            };
+            return Ok(Json(answer).into_response());
+        }
+    };
     let op = Op::UserMessage {
         session: m.session.clone(),
-        content: m.content,
+        content,
         agent: m.agent,
     };
-    submit(&api, op, m.wait).await
+    Ok(submit(&api, op, m.wait).await?.into_response())
 }
 
 pub async fn steer(

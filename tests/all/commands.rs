@@ -1,0 +1,421 @@
+//! Chat commands: each one from the registry (as `chat` and channels use
+//! it) and from the HTTP API, what it answers and what it changed, and that
+//! none reaches the model; agents as models on the OpenAI endpoint.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasmclaw::agent::AgentConfig;
+use wasmclaw::commands::{Commands, Handled, Outcome};
+use wasmclaw::config::ToolFilter;
+use wasmclaw::core::Core;
+use wasmclaw::protocol::{Accepted, Op, TurnStatus};
+use wasmclaw::scheduler::SchedulerConfig;
+use wasmclaw::store::Store;
+use wasmclaw_tests::PluginDir;
+use wasmclaw_tests::agents::{core_of_agents, profile, profiles};
+use wasmclaw_tests::fake_model::{FakeModel, Gate, Options, Reply, Responder, roles_and_texts};
+use wasmclaw_tests::server::{Setup, TestServer};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+async fn model(respond: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> FakeModel {
+    let options = Options {
+        responder: Some(Responder::new(respond)),
+        ..Options::default()
+    };
+    FakeModel::start_with(options, []).await
+}
+
+/// `default` (every tool) and `coder` (`add` and `echo`), each with a
+/// prompt of its name.
+fn two_agents(fake: &FakeModel) -> wasmclaw::agent::profile::Profiles {
+    let config = |prompt: &str, allow: &[&str]| AgentConfig {
+        system_prompt: Some(prompt.to_string()),
+        tools: ToolFilter {
+            allow: allow.iter().map(|s| s.to_string()).collect(),
+            deny: Vec::new(),
+        },
+        ..AgentConfig::default()
+    };
+    let agents = vec![
+        profile("default", fake, "m-default", config("default", &["*"])),
+        profile("coder", fake, "m-coder", config("coder", &["add", "echo"])),
+    ];
+    profiles(fake, agents, "default")
+}
+
+async fn command(core: &Core, session: &str, text: &str) -> Outcome {
+    let handled = Commands::new(core)
+        .handle(session, text, || "fresh".to_string())
+        .await;
+    match handled {
+        Handled::Command(outcome) => outcome,
+        Handled::Message(text) => panic!("{text:?} was taken for model input"),
+    }
+}
+
+fn done(command: &str, reply: &str) -> Outcome {
+    Outcome {
+        command: command.into(),
+        reply: reply.into(),
+        new_session: None,
+        failed: false,
+    }
+}
+
+fn refused(command: &str, reply: &str) -> Outcome {
+    Outcome {
+        failed: true,
+        ..done(command, reply)
+    }
+}
+
+const HELP: &str = "  /help                  this list
+  /new                   start a fresh session (the current one is kept)
+  /agent [NAME]          show the session's agent and the others, or switch to NAME
+  /model [SPEC|default]  show the session's model, use SPEC (PROVIDER:MODEL) for its next turns, or go back to its agent's
+  /tools                 the tools the session's agent offers
+  /usage                 tokens the session's turns used
+  /stop                  wind the running turn down: running tools finish, then a last answer
+  /abort                 stop the running turn at once
+  /session               the session's key, agent, model, policy and what it holds";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_command_answers_changes_what_it_says_and_never_reaches_the_model() {
+    let gate = Gate::default();
+    let held = gate.clone();
+    let fake = model(move |body| {
+        let last = roles_and_texts(body).last().unwrap().1.clone();
+        match last.as_str() {
+            "wait" => Reply::Gated(held.clone(), Box::new(Reply::text("waited"))),
+            _ => Reply::text("ok"),
+        }
+    })
+    .await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let (core, _events) = core_of_agents(
+        dir.load().await,
+        two_agents(&fake),
+        Store::open_in_memory().unwrap(),
+        SchedulerConfig::default(),
+    );
+    let c = |text: &'static str| command(&core, "c", text);
+
+    assert_eq!(c("/help").await, done("help", HELP));
+    assert_eq!(
+        c("/agent").await,
+        done("agent", "agent default (agents: coder, default)")
+    );
+    assert_eq!(
+        c("/agent nope").await,
+        refused(
+            "agent",
+            "no agent `nope` in the configuration (agents: coder, default)"
+        )
+    );
+    assert_eq!(
+        c("/agent coder").await,
+        done("agent", "agent coder from the next turn on")
+    );
+    assert_eq!(
+        c("/agent").await,
+        done("agent", "agent coder (agents: coder, default)")
+    );
+    assert_eq!(c("/tools").await, done("tools", "add, echo"));
+    assert_eq!(c("/model").await, done("model", "model of agent coder"));
+    assert_eq!(
+        c("/model fake:big").await,
+        done("model", "model fake:big from the next turn on")
+    );
+    assert_eq!(
+        c("/model nonsense").await,
+        refused("model", "model `nonsense`: expected fake:MODEL")
+    );
+    assert_eq!(
+        c("/model").await,
+        done("model", "model fake:big (the session's own)")
+    );
+    let (_, outcome) = core.run(message("c", "hello")).await.unwrap();
+    assert_eq!(outcome.unwrap().answer.as_deref(), Some("ok"));
+    assert_eq!(
+        c("/model default").await,
+        done("model", "the agent's model from the next turn on")
+    );
+    assert_eq!(
+        c("/usage").await,
+        done(
+            "usage",
+            "1 turns: 10 tokens in, 5 out; the last: 10 in, 5 out"
+        )
+    );
+    assert_eq!(
+        c("/session").await,
+        done(
+            "session",
+            "session c: agent coder, model the agent's, policy steer, idle; 2 messages, 1 turns"
+        )
+    );
+    assert_eq!(
+        c("/stop").await,
+        refused("stop", "no active turn on session 'c'")
+    );
+
+    // A running turn: wound down, then (another one) stopped.
+    let Ok(Accepted::Started { turn_id }) = core.submit(message("c", "wait")).await else {
+        panic!("not started");
+    };
+    assert!(wasmclaw_tests::eventually(LIMIT, || fake.requests().len() == 2).await);
+    assert_eq!(
+        c("/stop").await,
+        done("stop", &format!("winding turn {turn_id} down"))
+    );
+    gate.open();
+    let ended = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.status, TurnStatus::Completed);
+
+    assert_eq!(
+        c("/new").await,
+        Outcome {
+            new_session: Some("fresh".into()),
+            ..done("new", "new session fresh")
+        }
+    );
+    assert_eq!(
+        c("/bogus").await,
+        refused(
+            "bogus",
+            &format!("unknown command /bogus; the commands are:\n{HELP}")
+        )
+    );
+    assert_eq!(
+        c("/help me").await,
+        refused("help", "/help takes no argument (it was given `me`)")
+    );
+    assert_eq!(
+        Commands::new(&core).handle("c", "//etc", String::new).await,
+        Handled::Message("/etc".into())
+    );
+    assert_eq!(
+        Commands::new(&core).handle("c", "plain", String::new).await,
+        Handled::Message("plain".into())
+    );
+
+    // Only "hello" and "wait" reached the model, "hello" with the session's
+    // model, both with coder's prompt.
+    let seen: Vec<(String, String, String)> = (fake.requests().iter())
+        .map(|r| {
+            let texts = roles_and_texts(&r.body);
+            let model = r.body["model"].as_str().unwrap().to_string();
+            (texts[0].1.clone(), texts.last().unwrap().1.clone(), model)
+        })
+        .collect();
+    let expected = [("coder", "hello", "big"), ("coder", "wait", "m-coder")];
+    let expected: Vec<(String, String, String)> = (expected.iter())
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn abort_stops_the_running_turn_at_once() {
+    let gate = Gate::default();
+    let held = gate.clone();
+    let fake = model(move |_| Reply::Gated(held.clone(), Box::new(Reply::text("late")))).await;
+    let dir = PluginDir::new();
+    let (core, _events) = core_of_agents(
+        dir.load().await,
+        two_agents(&fake),
+        Store::open_in_memory().unwrap(),
+        SchedulerConfig::default(),
+    );
+    let Ok(Accepted::Started { turn_id }) = core.submit(message("a", "go")).await else {
+        panic!("not started");
+    };
+    assert!(wasmclaw_tests::eventually(LIMIT, || fake.requests().len() == 1).await);
+    assert_eq!(
+        command(&core, "a", "/abort").await,
+        done("abort", &format!("stopped turn {turn_id}"))
+    );
+    let ended = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.status, TurnStatus::Aborted);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_takes_no_commands_passes_slash_messages_to_the_model() {
+    let fake = model(|_| Reply::text("ok")).await;
+    let dir = PluginDir::new();
+    let config = AgentConfig {
+        commands: false,
+        ..AgentConfig::default()
+    };
+    let (core, _events) = core_of_agents(
+        dir.load().await,
+        profiles(
+            &fake,
+            vec![profile("default", &fake, "m", config)],
+            "default",
+        ),
+        Store::open_in_memory().unwrap(),
+        SchedulerConfig::default(),
+    );
+    assert_eq!(
+        Commands::new(&core).handle("s", "/help", String::new).await,
+        Handled::Message("/help".into())
+    );
+}
+
+fn message(session: &str, content: &str) -> Op {
+    Op::UserMessage {
+        session: session.into(),
+        content: content.into(),
+        agent: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_http_api_runs_commands_and_takes_an_agent_with_a_first_message() {
+    let fake = model(|_| Reply::text("ok")).await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let server =
+        TestServer::start_agents(dir.load().await, two_agents(&fake), Setup::default()).await;
+    let client = server.client();
+    let post = |session: &str, body: Value| {
+        client
+            .post(server.at(&format!("/v1/sessions/{session}/messages?wait=true")))
+            .json(&body)
+            .send()
+    };
+    let answer: Value = post("h", json!({"content": "/agent coder"}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer,
+        json!({"command": "agent", "reply": "agent coder from the next turn on", "ok": true})
+    );
+    let answer: Value = post("h", json!({"content": "/tools"}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer,
+        json!({"command": "tools", "reply": "add, echo", "ok": true})
+    );
+    let answer: Value = post("h", json!({"content": "/nope"}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["ok"], false);
+    assert!(
+        answer["reply"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown command /nope; the commands are:\n")
+    );
+    let answer: Value = post("h", json!({"content": "/new"}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fresh = answer["new_session"].as_str().unwrap().to_string();
+    assert!(fresh.starts_with("s-"), "{answer}");
+    assert_eq!(answer["reply"], format!("new session {fresh}"));
+
+    // A first message names its agent; the session keeps it.
+    let response = post("k", json!({"content": "hi", "agent": "coder"}))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["status"], "completed", "{answer}");
+    let response = post("k", json!({"content": "again", "agent": "default"}))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(
+        error["error"]["message"],
+        "session 'k' runs agent 'coder', not 'default': a session keeps its agent until it is \
+         switched (/agent default)"
+    );
+    let session: Value = client
+        .get(server.at("/v1/sessions/k"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(session["agent"], "coder");
+    let prompts: Vec<String> = (fake.requests().iter())
+        .map(|r| roles_and_texts(&r.body)[0].1.clone())
+        .collect();
+    assert_eq!(prompts, ["coder"], "only `hi` reached the model");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_endpoint_lists_the_agents_as_models_and_runs_the_one_named() {
+    let fake = model(|_| Reply::text("ok")).await;
+    let dir = PluginDir::new();
+    let server =
+        TestServer::start_agents(dir.load().await, two_agents(&fake), Setup::default()).await;
+    let client = server.client();
+    let models: Value = client
+        .get(server.at("/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = (models["data"].as_array().unwrap().iter())
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["wasmclaw", "coder", "default"]);
+    let complete = |model: &str| {
+        client
+            .post(server.at("/v1/chat/completions"))
+            .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+    };
+    for model in ["coder", "default", "wasmclaw"] {
+        let response = complete(model).await.unwrap();
+        assert_eq!(response.status(), 200, "{model}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["model"], model);
+        assert_eq!(body["choices"][0]["message"]["content"], "ok");
+    }
+    let prompts: Vec<String> = (fake.requests().iter())
+        .map(|r| roles_and_texts(&r.body)[0].1.clone())
+        .collect();
+    assert_eq!(prompts, ["coder", "default", "default"]);
+    let response = complete("gpt-4o").await.unwrap();
+    assert_eq!(response.status(), 404);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(
+        error["error"],
+        json!({
+            "type": "model_not_found",
+            "message": "the model `gpt-4o` does not exist: the models are this host's agents (wasmclaw, coder, default)"
+        })
+    );
+    assert_eq!(fake.requests().len(), 3, "an unknown model asks no model");
+    server.stop().await;
+}
