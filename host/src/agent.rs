@@ -8,6 +8,8 @@
 //! - [`registry`]: every tool on offer, over its sources (the built-ins,
 //!   the plugins): precedence, the list the model sees, lookup and calls.
 //! - [`builtins`]: the built-in tools `subagent` and `spawn`.
+//! - [`approval`]: human approval of tool calls: the gate after the
+//!   `before-tool` hooks, and the calls waiting for a decision.
 //! - [`arguments`]: a call's arguments before it runs: one JSON object, and
 //!   no call of a reply cut at the token limit.
 //! - [`profile`]: the named agents of the configuration, as turns run
@@ -32,6 +34,7 @@
 //! know (follow-ups, SubTurns started and ended, turn ends) is sent there as
 //! [`task::InternalOp`]s.
 
+pub mod approval;
 pub mod arguments;
 pub mod budget;
 pub mod builtins;
@@ -58,7 +61,7 @@ use crate::plugin::catalog::{Catalog, PluginChange};
 use self::builtins::Builtins;
 use self::profile::Profiles;
 use self::registry::Registry;
-use crate::config::ToolFilter;
+use crate::config::{ApprovalSettings, ToolFilter};
 use crate::plugin::watch::WatchHandle;
 use crate::protocol::{
     EventBody, PluginFailed, PluginLoaded, PluginUnloaded, Policy, TurnErrorKind, TurnStatus,
@@ -92,6 +95,8 @@ pub struct AgentConfig {
     pub session_policy: Policy,
     /// Messages that start with `/` are chat commands, not model input.
     pub commands: bool,
+    /// Which tool calls wait for a person's decision.
+    pub approvals: ApprovalSettings,
 }
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 50;
@@ -113,6 +118,7 @@ impl Default for AgentConfig {
             token_budget: None,
             session_policy: Policy::default(),
             commands: true,
+            approvals: ApprovalSettings::default(),
         }
     }
 }
@@ -141,6 +147,8 @@ pub struct Agent {
     pub(crate) subturn_slots: Arc<Semaphore>,
     /// Every turn alive, by id (see [`task`]).
     pub(crate) turns: Arc<task::TurnTable>,
+    /// The tool calls waiting for a person's decision (see [`approval`]).
+    pub(crate) approvals: approval::Approvals,
     /// Every tool on offer: the built-ins, then the plugins' tools.
     pub(crate) registry: Registry,
     /// The hooks, built once per plugin set.
@@ -188,6 +196,7 @@ impl Agent {
             store,
             subturn_slots: Arc::new(Semaphore::new(max_subturns)),
             turns: Arc::default(),
+            approvals: approval::Approvals::default(),
             built: Mutex::new(None),
             observers,
         }

@@ -50,6 +50,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
+use crate::agent::approval::PendingApproval;
 use crate::agent::profile::{ProfileError, Profiles};
 use crate::agent::turn::TurnSpec;
 use crate::agent::{Agent, TurnOutcome};
@@ -136,7 +137,10 @@ impl Core {
             | Accepted::Steered { turn_id }
             | Accepted::Queued { turn_id, .. }
             | Accepted::Interrupted { turn_id, .. } => Some(turn_id.clone()),
-            Accepted::PolicySet | Accepted::SessionSet | Accepted::Imported { .. } => None,
+            Accepted::PolicySet
+            | Accepted::SessionSet
+            | Accepted::Decided { .. }
+            | Accepted::Imported { .. } => None,
         };
         let watch = turn_id.map(|turn_id| TurnWatch { turn_id, events });
         Ok((accepted, watch))
@@ -283,6 +287,12 @@ impl Core {
     /// Waits until every session is idle.
     pub async fn until_all_idle(&self) {
         self.inner.scheduler.until_all_idle().await
+    }
+
+    /// The tool calls of `session` (its SubTurns' too) waiting for a
+    /// person's decision.
+    pub fn pending_approvals(&self, session: &str) -> Vec<PendingApproval> {
+        self.inner.agent.approvals.pending(session)
     }
 
     /// Every named agent of the configuration current now.

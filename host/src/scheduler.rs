@@ -72,6 +72,7 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
+use crate::agent::approval::Decision;
 use crate::agent::control::{Closed, TurnControl, new_turn_id};
 use crate::agent::profile::ProfileError;
 use crate::agent::task::{self, InternalOp, OpSender};
@@ -342,6 +343,25 @@ impl Scheduler {
                 settings.policy = Some(policy);
                 Ok(Accepted::PolicySet)
             }),
+            Op::Approve {
+                session,
+                call_id,
+                decision,
+                scope,
+                note,
+            } => {
+                let decided = Decision {
+                    decision,
+                    scope,
+                    note,
+                };
+                (self
+                    .inner
+                    .agent
+                    .approvals
+                    .decide(&session, &call_id, decided))
+                .map(|()| Accepted::Decided { call_id })
+            }
             Op::SetAgent { session, agent } => {
                 self.inner.agent.profiles().agent(&agent).map_err(invalid)?;
                 self.inner.set(&session, |settings| {

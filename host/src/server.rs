@@ -7,6 +7,8 @@
 //!
 //! - [`sessions`]: messages, steering, interrupts, policy, a session's
 //!   history and live turn tree.
+//! - [`approvals`]: the tool calls of a session waiting for a person, and
+//!   the decisions.
 //! - [`events`]: a session's events as Server-Sent Events, resumable from a
 //!   `seq` (`Last-Event-ID`), so a client that reconnects loses nothing.
 //! - [`openai`]: `POST /v1/chat/completions`, where the model is the agent
@@ -18,6 +20,7 @@
 //! wind down (then stopped once the grace period is over), the event log is
 //! flushed, and then event streams end and the listener closes.
 
+pub mod approvals;
 pub mod auth;
 pub mod error;
 pub mod events;
@@ -117,6 +120,11 @@ impl Api {
             .route("/v1/sessions/{key}/interrupt", post(sessions::interrupt))
             .route("/v1/sessions/{key}/policy", post(sessions::policy))
             .route("/v1/sessions/{key}/events", get(events::stream))
+            .route("/v1/sessions/{key}/approvals", get(approvals::list))
+            .route(
+                "/v1/sessions/{key}/approvals/{call_id}",
+                post(approvals::decide),
+            )
             .route("/v1/plugins", get(plugins))
             .route("/v1/chat/completions", post(openai::completions))
             .route("/v1/models", get(openai::models))

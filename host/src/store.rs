@@ -11,6 +11,8 @@
 //!   scheduler writes them before it lets an idle session go and at
 //!   shutdown, and reads them all once, when it starts
 //!   ([`Store::settings`]);
+//! - approval **decisions kept** beyond one tool call: for the rest of a
+//!   session, or always for an agent ([`Store::keep_approval`]);
 //! - the **event log**: every [`Event`] the bus published, keyed by its `seq`
 //!   (written in batches by [`EventLog`]), so numbering continues across a
 //!   restart ([`Store::last_seq`]).
@@ -31,6 +33,7 @@
 //! `MIGRATIONS` is applied in order, the pending ones in one transaction.
 //! SQLite work is blocking, so every async method runs it on the blocking pool.
 
+mod approvals;
 mod checkpoint;
 mod event_log;
 mod owner_only;
@@ -48,6 +51,7 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, Type, V
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
+pub use approvals::KeptApproval;
 pub use event_log::EventLog;
 pub use tree::{TurnNode, forest};
 
@@ -134,6 +138,17 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX sessions_with_policy;
     ALTER TABLE sessions DROP COLUMN policy;
     CREATE INDEX sessions_with_settings ON sessions (key) WHERE settings IS NOT NULL;",
+    // 7: approval decisions kept beyond one call: for a session, or always
+    // for an agent (see `store/approvals.rs`).
+    "CREATE TABLE approvals (
+        scope TEXT NOT NULL CHECK (scope IN ('session', 'always')),
+        owner TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        decision TEXT NOT NULL CHECK (decision IN ('allow', 'deny')),
+        decided_at TEXT NOT NULL,
+        note TEXT,
+        PRIMARY KEY (scope, owner, tool)
+    ) WITHOUT ROWID;",
 ];
 
 /// What a session chose for itself, as the store keeps it: each field None

@@ -3,6 +3,7 @@
 //! on 127.0.0.1 (`wasmclaw_tests::fake_model`).
 
 mod agent_cli;
+mod approvals;
 mod chat_control;
 mod cli;
 mod commands;

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::op::InterruptMode;
 use crate::values::{
-    Delivery, FinishReason, HookEffect, HookPoint, HookVerdict, SpawnMode, ToolCallInfo,
-    ToolErrorKind, TurnErrorKind, TurnStatus, Usage,
+    ApprovalDecision, ApprovalScope, DecidedBy, Delivery, FinishReason, HookEffect, HookPoint,
+    HookVerdict, SpawnMode, ToolCallInfo, ToolErrorKind, TurnErrorKind, TurnStatus, Usage,
 };
 
 /// One event, with the envelope every event carries.
@@ -101,6 +101,8 @@ events! {
     HookError(HookError) = "hook_error",
     ConfigReloaded(ConfigReloaded) = "config_reloaded",
     ConfigRejected(ConfigRejected) = "config_rejected",
+    ApprovalRequested(ApprovalRequested) = "approval_requested",
+    ApprovalDecided(ApprovalDecided) = "approval_decided",
 }
 
 impl EventKind {
@@ -311,6 +313,35 @@ pub struct PluginFailed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginUnloaded {
     pub plugin: String,
+}
+
+/// A tool call waits for a person's decision (`Op::Approve`); the other
+/// calls of its reply run on. The event's session is the root session (a
+/// SubTurn's call names the SubTurn in `turn_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequested {
+    pub call_id: String,
+    pub tool: String,
+    /// Exactly what the tool will be called with (after the hooks).
+    pub arguments: String,
+    /// Why it asks: the agent's approval rule, or the hook that asked and
+    /// its reason.
+    pub asked_by: String,
+    /// When the wait ends as a denial (RFC 3339).
+    pub expires_at: String,
+}
+
+/// A call that waited for approval was decided: exactly one of these per
+/// `approval_requested`, also for one that timed out or was interrupted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalDecided {
+    pub call_id: String,
+    pub tool: String,
+    pub decision: ApprovalDecision,
+    pub scope: ApprovalScope,
+    pub by: DecidedBy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The configuration file changed and the new configuration applies to

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::Message;
+use crate::values::{ApprovalDecision, ApprovalScope};
 
 /// A request to the core.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,6 +40,20 @@ pub enum Op {
     SetModel {
         session: String,
         model: Option<String>,
+    },
+    /// Decides the tool call `call_id` of `session` that waits for
+    /// approval (`approval_requested`): once, for the rest of the session,
+    /// or always for the session's agent. A call is decided once; a
+    /// decision for a call that does not wait (decided, timed out, another
+    /// session's) is refused.
+    Approve {
+        session: String,
+        call_id: String,
+        decision: ApprovalDecision,
+        #[serde(default)]
+        scope: ApprovalScope,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
     /// Earlier conversation for a new session: `messages` become its
     /// history, recorded as one turn (reason `imported`) that runs nothing
@@ -91,6 +106,10 @@ pub enum Accepted {
     PolicySet,
     /// The session's agent or model was set for its next turns.
     SessionSet,
+    /// The waiting call was decided; its turn goes on.
+    Decided {
+        call_id: String,
+    },
     /// The history was imported, recorded as the turn `turn_id` (which ran
     /// nothing: no `turn_end` is published for it).
     Imported {
@@ -114,6 +133,9 @@ pub enum Refused {
     /// The host could not do it (its session store failed); nothing was
     /// changed.
     Failed(String),
+    /// The approval names a tool call that does not wait for one (decided
+    /// already, timed out, stopped, or another session's).
+    NotWaiting(String),
 }
 
 /// Which turn a control operation is for: never "the active turn".
@@ -141,7 +163,8 @@ impl Refused {
             | Refused::QueueFull(m)
             | Refused::Invalid(m)
             | Refused::Closed(m)
-            | Refused::Failed(m) => m,
+            | Refused::Failed(m)
+            | Refused::NotWaiting(m) => m,
         }
     }
 }

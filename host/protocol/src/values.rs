@@ -324,3 +324,58 @@ impl std::fmt::Display for HookPoint {
         f.write_str(self.as_str())
     }
 }
+
+/// A person's answer to a tool call that waits for approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    Allow,
+    Deny,
+}
+
+/// How far an approval decision reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalScope {
+    /// This call only.
+    #[default]
+    Once,
+    /// Every call of the same tool for the rest of the session.
+    Session,
+    /// Every call of the same tool by the session's agent, kept in the
+    /// store until revoked.
+    Always,
+}
+
+/// Who decided a call that waited for approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// An `Op::Approve`.
+    User,
+    /// A decision kept for the session or the agent.
+    Remembered,
+    /// Nobody decided in time: a denial.
+    Timeout,
+    /// The turn was interrupted (gracefully or hard): a denial.
+    Interrupt,
+}
+
+impl ApprovalDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalDecision::Allow => "allow",
+            ApprovalDecision::Deny => "deny",
+        }
+    }
+}
+
+impl ApprovalScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalScope::Once => "once",
+            ApprovalScope::Session => "session",
+            ApprovalScope::Always => "always",
+        }
+    }
+}

@@ -14,7 +14,9 @@
 //! Each call, to a tool of any source or to an unknown one, goes through the
 //! hooks: `before-tool` hooks may rewrite its arguments (checked against the
 //! tool's schema), deny it or answer in its place; `after-tool` hooks may
-//! replace its result (see [`crate::hooks::chain`]).
+//! replace its result (see [`crate::hooks::chain`]). Between the two, the
+//! approval gate (see [`super::approval`]) may deny the call or make it
+//! wait for a person's decision.
 //!
 //! A refused call (see [`super::refusals`]) made again unchanged is told so
 //! in its result, and ends the turn after a configurable number of times.
@@ -211,7 +213,10 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
     if !parent.spec.allows(&call.name) {
         return Err(ToolError::new(
             ErrorKind::NotFound,
-            format!("tool '{}' is not among this sub-agent's tools", call.name),
+            format!(
+                "tool '{}' is not among the tools of agent '{}' in this turn",
+                call.name, parent.spec.profile.name
+            ),
         ));
     }
     let agent = &parent.agent;
@@ -246,6 +251,7 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         ToolGate::Denied(error) => return Err(error),
     };
     super::arguments::check_object(&call.name, &arguments)?;
+    super::approval::gate(parent, call, &arguments, None).await?;
     let outcome = match found {
         Ok(tool) => {
             let caller = Caller {

@@ -117,9 +117,72 @@ pub struct AgentSettings {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactionSettings {}
 
-/// Filled by tool-call approvals; no key is accepted yet.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ApprovalSettings {}
+/// `[agents.NAME.approvals]`: which tool calls wait for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalSettings {
+    /// Tool name patterns (`*` globs) and what a call of a matching tool
+    /// gets; the first match wins.
+    pub rules: Vec<ApprovalRule>,
+    /// What a call of a tool no rule names gets.
+    pub default: Permission,
+    /// How long a call waits for a decision before it is denied.
+    pub timeout: Duration,
+}
+
+/// One rule of [`ApprovalSettings::rules`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRule {
+    pub tool: String,
+    pub permission: Permission,
+}
+
+/// What a tool call gets from an approval rule.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    /// It runs.
+    Allow,
+    /// It waits for a person's decision.
+    Ask,
+    /// It is refused; the model reads why.
+    Deny,
+}
+
+/// The default wait for an approval: 10 minutes.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            rules: Vec::new(),
+            default: Permission::Allow,
+            timeout: DEFAULT_APPROVAL_TIMEOUT,
+        }
+    }
+}
+
+impl ApprovalSettings {
+    /// What a call of `tool` gets, and the rule that said so (None: the
+    /// default).
+    pub fn permission(&self, tool: &str) -> (Permission, Option<&ApprovalRule>) {
+        match self.rules.iter().find(|r| glob_match(&r.tool, tool)) {
+            Some(rule) => (rule.permission, Some(rule)),
+            None => (self.default, None),
+        }
+    }
+}
+
+impl Permission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Allow => "allow",
+            Permission::Ask => "ask",
+            Permission::Deny => "deny",
+        }
+    }
+}
 
 /// Which tools an agent offers: `allow` (default `["*"]`), then `deny`; both
 /// tool names with `*` globs.
@@ -232,6 +295,33 @@ mod tests {
         ] {
             assert_eq!(glob_match(pattern, name), expected, "{pattern} {name}");
         }
+    }
+
+    #[test]
+    fn the_first_matching_approval_rule_wins_else_the_default() {
+        let rule = |tool: &str, permission| ApprovalRule {
+            tool: tool.into(),
+            permission,
+        };
+        let settings = ApprovalSettings {
+            rules: vec![
+                rule("files_read", Permission::Allow),
+                rule("files_*", Permission::Ask),
+                rule("*", Permission::Deny),
+            ],
+            ..ApprovalSettings::default()
+        };
+        assert_eq!(settings.permission("files_read").0, Permission::Allow);
+        assert_eq!(settings.permission("files_write").0, Permission::Ask);
+        let (permission, by) = settings.permission("shell");
+        assert_eq!(
+            (permission, by.map(|r| r.tool.as_str())),
+            (Permission::Deny, Some("*"))
+        );
+        assert_eq!(
+            ApprovalSettings::default().permission("x"),
+            (Permission::Allow, None)
+        );
     }
 
     #[test]

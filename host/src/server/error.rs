@@ -65,6 +65,7 @@ impl From<Refused> for ApiError {
             Refused::QueueFull(_) => (StatusCode::TOO_MANY_REQUESTS, "queue_full"),
             Refused::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
             Refused::Closed(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            Refused::NotWaiting(_) => (StatusCode::CONFLICT, "not_waiting"),
             Refused::Failed(_) => {
                 tracing::error!("API: {refused}");
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")

@@ -1,0 +1,345 @@
+//! Human approval of tool calls: the gate every call passes after its
+//! `before-tool` hooks, before the tool runs.
+//!
+//! - The agent's rules (`[agents.NAME.approvals]`, first match wins) give a
+//!   call `allow`, `ask` or `deny`; a `before-tool` hook may ask too. `deny`
+//!   answers the model with an error it can read.
+//! - `ask`: a decision kept for the session or the agent
+//!   ([`crate::store::Store::kept_approval`]) answers at once
+//!   (`approval_decided` by `remembered`); else the call publishes
+//!   `approval_requested` and waits, while the other calls of its reply run
+//!   on, for an [`Op::Approve`](crate::protocol::Op::Approve) naming its
+//!   session and call id.
+//! - The wait is bounded and has one outcome: a decision, its timeout (a
+//!   denial), a graceful interrupt (a denial) or a hard one (the call is
+//!   cancelled). Every way out removes the waiting call from the table
+//!   under its lock ([`Approvals::decide`], [`Approvals::take`]): whoever
+//!   removes it decides and publishes the one `approval_decided`, and a
+//!   decision that comes after is refused. A wait whose task is dropped (a
+//!   hard interrupt aborts the call) is ended by a guard.
+//! - A decision with scope `session` or `always` is kept in the store
+//!   before the call goes on.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use tokio::sync::oneshot;
+
+use super::subturn::Parent;
+use crate::bus::{EventBus, Scope};
+use crate::config::Permission;
+use crate::llm::ToolCall;
+use crate::plugin::{ErrorKind, ToolError};
+use crate::protocol::{
+    ApprovalDecided, ApprovalDecision, ApprovalRequested, ApprovalScope, DecidedBy, EventBody,
+    Refused,
+};
+
+/// A decision sent to a waiting call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub decision: ApprovalDecision,
+    pub scope: ApprovalScope,
+    pub note: Option<String>,
+}
+
+/// A call waiting for a decision, as front ends list it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PendingApproval {
+    pub session: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: String,
+    pub asked_by: String,
+    pub expires_at: String,
+}
+
+struct Waiting {
+    info: PendingApproval,
+    tx: oneshot::Sender<Decision>,
+    /// Where its `approval_decided` goes.
+    bus: EventBus,
+    scope: Scope,
+}
+
+/// The calls waiting for a decision, by (session, call id). Shared by every
+/// turn of the agent.
+#[derive(Default)]
+pub struct Approvals {
+    waiting: Mutex<HashMap<(String, String), Waiting>>,
+}
+
+impl Approvals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Waiting>> {
+        // Inserts and removes only: never half-written.
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The calls of `session` waiting now, oldest first by expiry.
+    pub fn pending(&self, session: &str) -> Vec<PendingApproval> {
+        let mut pending: Vec<PendingApproval> = (self.lock().values())
+            .filter(|w| w.info.session == session)
+            .map(|w| w.info.clone())
+            .collect();
+        pending.sort_by(|a, b| a.expires_at.cmp(&b.expires_at));
+        pending
+    }
+
+    /// Decides the call `call_id` of `session`: refused unless it waits.
+    pub fn decide(&self, session: &str, call_id: &str, decision: Decision) -> Result<(), Refused> {
+        let key = (session.to_string(), call_id.to_string());
+        let mut waiting = self.lock();
+        let Some(call) = waiting.remove(&key) else {
+            return Err(Refused::NotWaiting(format!(
+                "no tool call '{call_id}' of session '{session}' waits for approval: it was \
+                 decided, timed out or stopped, or never asked"
+            )));
+        };
+        drop(waiting);
+        publish_decided(
+            &call.bus,
+            &call.scope,
+            &call.info,
+            &decision,
+            DecidedBy::User,
+        );
+        // A waiter whose entry is gone waits for this.
+        let _ = call.tx.send(decision);
+        Ok(())
+    }
+
+    /// Ends the wait of `key` as a denial `by` a timeout or an interrupt:
+    /// false if a decision took it first.
+    fn take(&self, key: &(String, String), by: DecidedBy) -> bool {
+        let Some(call) = self.lock().remove(key) else {
+            return false;
+        };
+        publish_decided(&call.bus, &call.scope, &call.info, &denial(), by);
+        true
+    }
+}
+
+/// What asked for a person's decision.
+pub enum AskedBy {
+    /// The agent's approval rules.
+    Policy,
+    /// A `before-tool` hook, with its reason.
+    Hook { hook: String, reason: String },
+}
+
+/// The gate: whether the call may run now, after a wait for a person if
+/// the rules or a hook say so. `Err`: the call is denied, with the text the
+/// model reads.
+pub async fn gate(
+    parent: &Parent,
+    call: &ToolCall,
+    arguments: &str,
+    hook: Option<AskedBy>,
+) -> Result<(), ToolError> {
+    let agent_name = &parent.spec.profile.name;
+    let settings = &parent.spec.config().approvals;
+    let asked_by = match hook {
+        Some(AskedBy::Hook { hook, reason }) => format!("hook {hook}: {reason}"),
+        Some(AskedBy::Policy) | None => match settings.permission(&call.name) {
+            (Permission::Allow, _) => return Ok(()),
+            (Permission::Deny, rule) => {
+                let by = rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
+                return Err(denied(format!(
+                    "the approval policy of agent '{agent_name}' denies tool '{}' ({by})",
+                    call.name
+                )));
+            }
+            (Permission::Ask, Some(rule)) => format!("agent {agent_name}: rule `{}`", rule.tool),
+            (Permission::Ask, None) => format!("agent {agent_name}: its default"),
+        },
+    };
+    let agent = &parent.agent;
+    let session = &parent.control.session;
+    let scope = parent.control.scope();
+    let kept = agent
+        .store
+        .kept_approval(session, agent_name, &call.name)
+        .await
+        .map_err(|e| {
+            ToolError::new(
+                ErrorKind::Internal,
+                format!("could not read the kept approval decisions: {e:#}"),
+            )
+        })?;
+    if let Some((kept_scope, decision)) = kept {
+        let decided = Decision {
+            decision,
+            scope: kept_scope,
+            note: None,
+        };
+        let info = PendingApproval {
+            session: session.clone(),
+            turn_id: parent.control.id.clone(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: arguments.to_string(),
+            asked_by,
+            expires_at: String::new(),
+        };
+        publish_decided(&agent.bus, &scope, &info, &decided, DecidedBy::Remembered);
+        return outcome(call, &decided, DecidedBy::Remembered);
+    }
+
+    let timeout = settings.timeout;
+    let expires_at = humantime::format_rfc3339_millis(SystemTime::now() + timeout).to_string();
+    let info = PendingApproval {
+        session: session.clone(),
+        turn_id: parent.control.id.clone(),
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        arguments: arguments.to_string(),
+        asked_by: asked_by.clone(),
+        expires_at: expires_at.clone(),
+    };
+    let key = (session.clone(), call.id.clone());
+    let (tx, rx) = oneshot::channel();
+    {
+        let mut waiting = agent.approvals.lock();
+        if waiting.contains_key(&key) {
+            return Err(denied(format!(
+                "call id '{}' already waits for approval in session '{session}'; a call id \
+                 must be unique while it waits",
+                call.id
+            )));
+        }
+        let bus = agent.bus.clone();
+        let scope = scope.clone();
+        waiting.insert(
+            key.clone(),
+            Waiting {
+                info,
+                tx,
+                bus,
+                scope,
+            },
+        );
+    }
+    let guard = WaitGuard {
+        approvals: &agent.approvals,
+        key,
+    };
+    agent.bus.publish(
+        &scope,
+        EventBody::ApprovalRequested(ApprovalRequested {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: arguments.to_string(),
+            asked_by,
+            expires_at,
+        }),
+    );
+    let control = &parent.control;
+    let mut rx = rx;
+    let ended = tokio::select! {
+        biased;
+        decided = &mut rx => Ok(decided),
+        _ = control.cancelled().cancelled() => Err(DecidedBy::Interrupt),
+        _ = control.winding().cancelled() => Err(DecidedBy::Interrupt),
+        _ = tokio::time::sleep(timeout) => Err(DecidedBy::Timeout),
+    };
+    // The sender goes only with its entry, after it sent (a decision) or
+    // from `take` (which only this waiter calls): `Err` below is not
+    // reached, and would be a denial.
+    let (decided, by) = match ended {
+        Ok(decided) => (decided.unwrap_or_else(|_| denial()), DecidedBy::User),
+        // Timed out or interrupted: the denial, unless a decision took the
+        // call first (then it is on its way).
+        Err(by) if guard.approvals.take(&guard.key, by) => (denial(), by),
+        Err(_) => (rx.await.unwrap_or_else(|_| denial()), DecidedBy::User),
+    };
+    drop(guard);
+    if decided.scope != ApprovalScope::Once {
+        let owner = match decided.scope {
+            ApprovalScope::Always => agent_name.as_str(),
+            _ => session.as_str(),
+        };
+        let kept = agent
+            .store
+            .keep_approval(
+                decided.scope,
+                owner,
+                &call.name,
+                decided.decision,
+                decided.note.as_deref(),
+            )
+            .await;
+        if let Err(e) = kept {
+            tracing::warn!(
+                tool = call.name,
+                "could not keep the approval decision: {e:#}"
+            );
+        }
+    }
+    outcome(call, &decided, by)
+}
+
+/// A denial nobody chose: a timeout or an interrupt.
+fn denial() -> Decision {
+    Decision {
+        decision: ApprovalDecision::Deny,
+        scope: ApprovalScope::Once,
+        note: None,
+    }
+}
+
+fn denied(message: String) -> ToolError {
+    ToolError::new(ErrorKind::Denied, message)
+}
+
+/// The call runs, or the model reads why not.
+fn outcome(call: &ToolCall, decided: &Decision, by: DecidedBy) -> Result<(), ToolError> {
+    if decided.decision == ApprovalDecision::Allow {
+        return Ok(());
+    }
+    let why = match by {
+        DecidedBy::User => "the user denied it".to_string(),
+        DecidedBy::Remembered => "the user denied it before, for every such call".to_string(),
+        DecidedBy::Timeout => "nobody approved it in time".to_string(),
+        DecidedBy::Interrupt => "the turn was interrupted while it waited".to_string(),
+    };
+    let note = (decided.note.as_deref()).map_or(String::new(), |n| format!(" (note: {n})"));
+    Err(denied(format!(
+        "tool '{}' was not approved: {why}{note}",
+        call.name
+    )))
+}
+
+fn publish_decided(
+    bus: &EventBus,
+    scope: &Scope,
+    call: &PendingApproval,
+    decided: &Decision,
+    by: DecidedBy,
+) {
+    bus.publish(
+        scope,
+        EventBody::ApprovalDecided(ApprovalDecided {
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            decision: decided.decision,
+            scope: decided.scope,
+            by,
+            note: decided.note.clone(),
+        }),
+    );
+}
+
+/// Ends a wait whose task was dropped (a hard interrupt aborted the call):
+/// the call leaves the table and its `approval_decided` is published.
+struct WaitGuard<'a> {
+    approvals: &'a Approvals,
+    key: (String, String),
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        self.approvals.take(&self.key, DecidedBy::Interrupt);
+    }
+}
