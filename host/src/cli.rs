@@ -2,6 +2,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod agent;
+mod approvals;
 mod chat;
 mod new_plugin;
 mod plugins;
@@ -51,6 +52,11 @@ pub enum Command {
         /// Print every event as a JSON line on stderr.
         #[arg(long)]
         events: bool,
+        /// What a tool call that waits for approval gets: `ask` (on the
+        /// terminal; without one, a denial that says why), `allow` or
+        /// `deny`.
+        #[arg(long, value_enum, default_value_t = agent::Approve::Ask)]
+        approve: agent::Approve,
         /// The user message.
         #[arg(short, long)]
         message: String,
@@ -91,6 +97,9 @@ pub enum Command {
         #[arg(long, value_name = "DIR", default_value = ".")]
         dir: PathBuf,
     },
+    /// The approval decisions kept beyond one tool call.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
     /// Inspect, check and call plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
@@ -156,14 +165,16 @@ impl Cli {
             Command::Run {
                 agent,
                 events,
+                approve,
                 message,
-            } => agent::run(&home, &plugin_dir, load, &agent, events, &message).await,
+            } => agent::run(&home, &plugin_dir, load, &agent, events, approve, &message).await,
             Command::Chat { agent, live } => {
                 chat::chat(&home, &plugin_dir, load, &agent, live).await
             }
             Command::Serve(args) => serve::serve(&home, &plugin_dir, load, &args).await,
             Command::Turns { session, json } => turns::list(&home, &session, json).await,
             Command::Plugins(cmd) => cmd.run(&home, &plugin_dir, load).await,
+            Command::Approvals(cmd) => cmd.run(&home).await,
             Command::NewPlugin { lang, name, dir } => {
                 new_plugin::run(lang, &name, &dir)?;
                 Ok(ExitCode::SUCCESS)

@@ -601,3 +601,58 @@ async fn a_hundred_sessions_wait_and_are_decided_over_http_in_random_order() {
     }
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subturns_call_asks_on_its_root_session_with_the_subturns_turn_id() {
+    // The parent starts a sub-agent; the sub-agent calls `echo`, which asks.
+    let respond = |body: &Value| {
+        let texts = roles_and_texts(body);
+        let is_child = texts.iter().any(|(_, t)| t == "echo it");
+        if after_tool_result(body) || body["tool_choice"] == "none" {
+            Reply::text(if is_child { "echoed" } else { "done" })
+        } else if is_child {
+            Reply::tool("c-child", "echo", json!({"text": "from the child"}))
+        } else {
+            Reply::tool("c-parent", "subagent", json!({"task": "echo it"}))
+        }
+    };
+    let options = Options {
+        responder: Some(Responder::new(respond)),
+        ..Options::default()
+    };
+    let fake = FakeModel::start_with(options, []).await;
+    let config = rules(&[("echo", Permission::Ask)], LIMIT);
+    let (core, mut events, _dir) = start(&fake, config, Store::open_in_memory().unwrap()).await;
+    let Ok(Accepted::Started { turn_id }) = core.submit(message("root")).await else {
+        panic!("not started");
+    };
+    let pending = waiting(&core, "root").await;
+    assert_eq!(pending.call_id, "c-child");
+    assert_ne!(pending.turn_id, turn_id, "the SubTurn's own id");
+    let seen = until(&mut events, LIMIT, |e| {
+        matches!(e.body, EventBody::ApprovalRequested(_))
+    })
+    .await;
+    let requested = seen.last().unwrap();
+    assert_eq!(requested.session.as_deref(), Some("root"));
+    assert_eq!(requested.turn_id.as_deref(), Some(pending.turn_id.as_str()));
+    assert_eq!(requested.parent_turn_id.as_deref(), Some(turn_id.as_str()));
+    let op = approve(
+        "root",
+        "c-child",
+        ApprovalDecision::Allow,
+        ApprovalScope::Once,
+    );
+    core.submit(op).await.unwrap();
+    let outcome = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.answer.as_deref(), Some("done"));
+    let seen = drain(&mut events);
+    assert_eq!(
+        outputs(&seen)["c-child"],
+        (true, "from the child".to_string())
+    );
+    assert_eq!(outputs(&seen)["c-parent"], (true, "echoed".to_string()));
+}

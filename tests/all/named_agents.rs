@@ -479,3 +479,36 @@ fn profiles_resolve_agents_and_fall_back_to_the_first_as_default() {
     assert_eq!(p.names().collect::<Vec<_>>(), ["a", "b"]);
     assert!(p.get("b").is_some() && p.get("missing").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_of_a_tool_the_agent_does_not_offer_is_an_error_the_model_reads() {
+    let fake = model(|body| {
+        if after_tool_result(body) {
+            Reply::text("done")
+        } else {
+            Reply::tool("c1", "context", json!({}))
+        }
+    })
+    .await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let agents = vec![profile(
+        "coder",
+        &fake,
+        "m",
+        with_prompt("coder", filter(&["add", "echo"], &[])),
+    )];
+    let (core, _events) = core_of_agents(
+        dir.load().await,
+        profiles(&fake, agents, "coder"),
+        Store::open_in_memory().unwrap(),
+        SchedulerConfig::default(),
+    );
+    let outcome = ended(&core, message("s", "go", None)).await;
+    assert_eq!(outcome.answer.as_deref(), Some("done"));
+    let last = fake.requests().last().unwrap().body.clone();
+    assert_eq!(
+        roles_and_texts(&last).last().unwrap().1,
+        "error (not-found): tool 'context' is not among the tools of agent 'coder' in this turn"
+    );
+}

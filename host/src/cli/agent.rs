@@ -1,5 +1,6 @@
 //! `wasmclaw run` and `wasmclaw chat`: turns from the command line.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::agent::{Agent, AgentConfig, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_REPEATED_REFUSALS};
@@ -17,7 +19,10 @@ use crate::home::{Home, HomeLock};
 use crate::llm::{CallLimits, Chain, Provider, ProviderConfig, RetryPolicy};
 use crate::plugin::Plugins;
 use crate::plugin::sandbox::cache::LoadLimits;
-use crate::protocol::{Accepted, Event, InterruptMode, Op, Target, TurnStatus};
+use crate::protocol::{
+    Accepted, ApprovalDecision, ApprovalRequested, ApprovalScope, Event, EventBody, InterruptMode,
+    Op, Target, TurnStatus,
+};
 use crate::scheduler::SchedulerConfig;
 use crate::store::Store;
 
@@ -168,6 +173,15 @@ pub(super) fn session_key(args: &AgentArgs, kind: &str) -> String {
         .unwrap_or_else(|| format!("{kind}-{}", uuid::Uuid::now_v7().simple()))
 }
 
+/// What `run` does with a tool call that waits for approval.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approve {
+    /// Ask on the terminal; without one, deny (and say why).
+    Ask,
+    Allow,
+    Deny,
+}
+
 /// What `run` prints (stderr) at the first Ctrl-C.
 const WINDING_DOWN: &str = "interrupting: winding the turn down (running tools finish, the model call is not retried, then a last answer); Ctrl-C again stops at once";
 
@@ -181,6 +195,7 @@ pub async fn run(
     load: LoadLimits,
     args: &AgentArgs,
     events_shown: bool,
+    approve: Approve,
     message: &str,
 ) -> Result<ExitCode> {
     let (core, _home) = start(
@@ -206,27 +221,66 @@ pub async fn run(
         bail!("session {session} is busy");
     };
     let mut interrupts = 0;
-    let print = |event: Arc<Event>| {
+    let print = |event: &Event| {
         if events_shown {
             eprintln!(
                 "{}",
-                serde_json::to_string(&*event).expect("events serialize")
+                serde_json::to_string(event).expect("events serialize")
             );
         }
     };
+    // Calls waiting for the person at the terminal, the first one asked.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let mut asking: VecDeque<ApprovalRequested> = VecDeque::new();
+    let mut answers = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     // The turn's end, then the session idle: its SubTurns (and the turns
     // their late results start) finish before the host does.
     let mut end = None;
     loop {
         tokio::select! {
             biased;
-            Some(event) = events.recv() => print(event),
+            Some(event) = events.recv() => {
+                print(&event);
+                let EventBody::ApprovalRequested(request) = &event.body else { continue };
+                if event.session.as_deref() != Some(session.as_str()) {
+                    continue;
+                }
+                let (decision, note) = match approve {
+                    Approve::Ask if terminal => {
+                        asking.push_back(request.clone());
+                        if asking.len() == 1 {
+                            ask(&asking[0]);
+                        }
+                        continue;
+                    }
+                    Approve::Ask => (
+                        ApprovalDecision::Deny,
+                        "no terminal to ask on: run with --approve allow or --approve deny",
+                    ),
+                    Approve::Allow => (ApprovalDecision::Allow, "allowed by --approve allow"),
+                    Approve::Deny => (ApprovalDecision::Deny, "denied by --approve deny"),
+                };
+                let _ = writeln!(std::io::stderr(), "tool {}: {note}", request.tool);
+                decide(&core, &session, request, decision, ApprovalScope::Once, Some(note)).await;
+            }
+            line = answers.next_line(), if !asking.is_empty() => {
+                let line = line?.unwrap_or_default();
+                let Some((decision, scope)) = super::approvals::answer(&line) else {
+                    let _ = write!(std::io::stderr(), "answer y, s, a or n: ");
+                    continue;
+                };
+                let request = asking.pop_front().expect("asking");
+                decide(&core, &session, &request, decision, scope, None).await;
+                if let Some(next) = asking.front() {
+                    ask(next);
+                }
+            }
             outcome = watch.ended(), if end.is_none() => {
                 end = Some(outcome.context("the host stopped before the turn ended")?);
             }
             _ = core.until_idle(&session), if end.is_some() => {
                 while let Some(event) = events.try_next().await {
-                    print(event);
+                    print(&event);
                 }
                 break;
             }
@@ -259,5 +313,33 @@ pub async fn run(
             eprintln!("error: the turn ended {}: {}", status.as_str(), end.reason);
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// Puts the question about a waiting call on stderr.
+fn ask(request: &ApprovalRequested) {
+    let _ = write!(std::io::stderr(), "{}", super::approvals::question(request));
+    let _ = std::io::stderr().flush();
+}
+
+/// Sends a decision; one that comes too late (the call timed out or its
+/// turn stopped) is said on stderr.
+async fn decide(
+    core: &Core,
+    session: &str,
+    request: &ApprovalRequested,
+    decision: ApprovalDecision,
+    scope: ApprovalScope,
+    note: Option<&str>,
+) {
+    let op = Op::Approve {
+        session: session.to_string(),
+        call_id: request.call_id.clone(),
+        decision,
+        scope,
+        note: note.map(String::from),
+    };
+    if let Err(refused) = core.submit(op).await {
+        let _ = writeln!(std::io::stderr(), "tool {}: {refused}", request.tool);
     }
 }

@@ -7,10 +7,15 @@
 //! finish, then one last answer); twice stops it at once; with no turn
 //! running it ends the chat.
 //!
+//! A tool call that waits for approval is asked about inline: the tool, its
+//! arguments and the answers (once, for the session, always, deny); the
+//! next line typed is the answer.
+//!
 //! Text streams as the model writes it. When a reply fails after some of its
 //! text was shown and is asked again (`llm_retry` with `discard_partial`), a
 //! marker line under that text says it is void; the answer follows.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,9 +30,9 @@ use crate::commands::{Commands, Handled};
 use crate::home::Home;
 use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{
-    Accepted, Event, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse,
-    LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,
-    ToolCallSkipped, TurnEnd, TurnStatus,
+    Accepted, ApprovalRequested, DecidedBy, Event, EventBody, HookDecision, HookError,
+    InterruptMode, LlmDelta, LlmResponse, LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn,
+    Target, ToolCallBegin, ToolCallEnd, ToolCallSkipped, TurnEnd, TurnStatus,
 };
 use crate::scheduler::SchedulerConfig;
 
@@ -79,6 +84,8 @@ pub async fn chat(
     let mut busy = false;
     let mut input_open = true;
     let mut interrupts = 0;
+    // Calls waiting for an answer typed here, the first one asked.
+    let mut asking: VecDeque<ApprovalRequested> = VecDeque::new();
     screen.prompt();
     loop {
         tokio::select! {
@@ -89,6 +96,31 @@ pub async fn chat(
                     busy = true;
                 }
                 screen.show(&event);
+                match &event.body {
+                    EventBody::ApprovalRequested(request) => {
+                        asking.push_back(request.clone());
+                        if asking.len() == 1 {
+                            screen.ask(&asking[0]);
+                        }
+                    }
+                    // Ended without an answer from here (timed out, the
+                    // turn stopped): no longer asked.
+                    EventBody::ApprovalDecided(decided) if decided.by != DecidedBy::User => {
+                        let Some(at) = asking.iter().position(|r| r.call_id == decided.call_id) else {
+                            continue;
+                        };
+                        asking.remove(at);
+                        let by = match decided.by {
+                            DecidedBy::Timeout => "nobody approved it in time",
+                            _ => "the turn stopped",
+                        };
+                        screen.note(&format!("tool {} not approved: {by}", decided.tool));
+                        if at == 0 && let Some(next) = asking.front() {
+                            screen.ask(next);
+                        }
+                    }
+                    _ => {}
+                }
             }
             _ = core.until_idle(&session), if busy => {
                 // Everything the turns published is queued by now.
@@ -118,8 +150,29 @@ pub async fn chat(
                     Err(refused) => screen.note(&refused.to_string()),
                 }
             }
-            line = lines.next_line(), if input_open && (live || !busy) => {
+            line = lines.next_line(), if input_open && (live || !busy || !asking.is_empty()) => {
                 let line = line?;
+                if let Some(request) = asking.front() {
+                    let Some((decision, scope)) = super::approvals::answer(line.as_deref().unwrap_or_default()) else {
+                        screen.note("answer y, s, a or n");
+                        continue;
+                    };
+                    let op = Op::Approve {
+                        session: session.clone(),
+                        call_id: request.call_id.clone(),
+                        decision,
+                        scope,
+                        note: None,
+                    };
+                    if let Err(refused) = core.submit(op).await {
+                        screen.note(&refused.to_string());
+                    }
+                    asking.pop_front();
+                    if let Some(next) = asking.front() {
+                        screen.ask(next);
+                    }
+                    continue;
+                }
                 let text = line.as_deref().map(str::trim).unwrap_or_default();
                 let quit = line.is_none() || text == "/quit" || text == "/exit";
                 if quit || (text.is_empty() && !busy) {
@@ -186,6 +239,13 @@ impl Screen {
     fn prompt(&mut self) {
         self.end_line();
         print!("> ");
+        let _ = std::io::stdout().flush();
+    }
+
+    /// The question about a call that waits for approval.
+    fn ask(&mut self, request: &ApprovalRequested) {
+        self.end_line();
+        print!("  {}", super::approvals::question(request));
         let _ = std::io::stdout().flush();
     }
 
