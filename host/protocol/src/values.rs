@@ -95,6 +95,11 @@ pub struct SubTurnRequest {
     /// A model name for the same provider (default: the parent's).
     #[serde(default)]
     pub model: Option<String>,
+    /// A named agent of the host's configuration to run the child as (its
+    /// prompt, model and tools, still bounded by the parent's limits);
+    /// default: the parent's agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// A subset of the parent's tools (default: all of them).
     #[serde(default)]
     pub tools: Option<Vec<String>>,
