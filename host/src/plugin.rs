@@ -60,6 +60,7 @@ pub mod tools;
 pub mod units;
 pub mod watch;
 
+pub use bindings::WitVersion;
 pub use call::CallContext;
 pub use catalog::{Catalog, PluginStatus, Plugins};
 pub use error::{ErrorKind, ToolError};

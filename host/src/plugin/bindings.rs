@@ -67,17 +67,18 @@ impl WitVersion {
         }
     }
 
-    /// The version a component was built for, from the names it imports and
-    /// exports: `None` when it names no `wasmclaw:plugin` interface.
+    /// The version a component was built for, from the names it exports and
+    /// imports (looked at in that order): `None` when it names no
+    /// `wasmclaw:plugin` interface.
     pub fn of_names<'a>(
         imports: impl IntoIterator<Item = &'a str>,
         exports: impl IntoIterator<Item = &'a str>,
     ) -> Result<Option<WitVersion>, VersionError> {
         let ours = format!("{WIT_PACKAGE}/");
-        let named = imports
+        let named = exports
             .into_iter()
-            .map(|name| (Use::Imports, name))
-            .chain(exports.into_iter().map(|name| (Use::Exports, name)))
+            .map(|name| (Use::Exports, name))
+            .chain(imports.into_iter().map(|name| (Use::Imports, name)))
             .filter_map(|(how, name)| {
                 let rest = name.strip_prefix(&ours)?;
                 let version = rest.split_once('@').map_or("", |(_, v)| v);
@@ -236,7 +237,7 @@ mod tests {
                 &["wasmclaw:plugin/log@0.1.0"],
                 &["wasmclaw:plugin/tool@0.2.0"]
             ),
-            Err("plugin 'p' mixes two versions of wasmclaw:plugin: 0.1.0 (it imports wasmclaw:plugin/log@0.1.0) and 0.2.0 (it exports wasmclaw:plugin/tool@0.2.0); a plugin is built against one version: rebuild it against one of them (wit/plugin.wit is 0.2.0)".into())
+            Err("plugin 'p' mixes two versions of wasmclaw:plugin: 0.2.0 (it exports wasmclaw:plugin/tool@0.2.0) and 0.1.0 (it imports wasmclaw:plugin/log@0.1.0); a plugin is built against one version: rebuild it against one of them (wit/plugin.wit is 0.2.0)".into())
         );
     }
 
