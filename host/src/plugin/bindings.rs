@@ -261,6 +261,31 @@ mod tests {
         }
     }
 
+    /// A released version's file never changes: plugins were built
+    /// against it. (Its SHA-256, taken when it was released.)
+    #[test]
+    fn released_versions_are_frozen() {
+        use sha2::{Digest, Sha256};
+        let released = [(
+            WitVersion::V0_1,
+            "57447fb7c46740378326cc40c49304657001b244aab3771cb561bf45f79fbac7",
+        )];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+        for (version, sha256) in released {
+            let file = root.join(version.as_str()).join("plugin.wit");
+            let digest: String = Sha256::digest(std::fs::read(&file).unwrap())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(
+                digest,
+                sha256,
+                "{} is released and frozen: change wit/plugin.wit instead (see wit/README.md)",
+                file.display()
+            );
+        }
+    }
+
     #[test]
     fn each_version_names_its_own_exports() {
         for v in WitVersion::SUPPORTED {

@@ -3,7 +3,7 @@
 //! answered by the newest implementation, their types converted to the
 //! newest (and, where the host passes or answers one, back down).
 //!
-//! - [`v0_1`]: 0.1.0.
+//! - [`v0_1`]: 0.1.0, frozen in `wit/0.1.0/plugin.wit`.
 //!
 //! The rest of the host knows only the newest types; [`super::exports`]
 //! is where a call picks the version's bindings.
