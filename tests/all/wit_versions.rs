@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
-use wasmclaw::agent::Agent;
+use wasmclaw::agent::{Agent, TurnOutcome};
 use wasmclaw::bus::Subscription;
 use wasmclaw::plugin::call::Spawner;
 use wasmclaw::plugin::sandbox::access::SubTurnSpawner;
@@ -143,6 +143,21 @@ fn hook(dir: &PluginDir, fixture: &str, name: &str, grants: &str) {
     dir.grants(name, grants);
 }
 
+/// One turn over the plugins of `dir` in which the model asks for
+/// `add(40, 2)`, then answers "done": the model, the outcome and the events.
+async fn adding_turn(dir: &PluginDir) -> (FakeModel, TurnOutcome, Vec<Arc<Event>>) {
+    let fake = FakeModel::start([
+        Reply::tool("call_1", "add", json!({"a": 40, "b": 2})),
+        Reply::text("done"),
+    ])
+    .await;
+    let (agent, mut sub) = agent_over(dir, &fake).await;
+    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "add 40 and 2"))
+        .await
+        .expect("the turn ends");
+    (fake, outcome, drain(&mut sub))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn hooks_built_for_0_1_decide_before_the_model_and_before_a_tool() {
     let dir = PluginDir::new();
@@ -178,21 +193,13 @@ async fn hooks_built_for_0_1_decide_before_the_model_and_before_a_tool() {
             "{ action = \"replace\", text = \"[answer withheld]\", if_contains = \"done\" }",
         ),
     );
-    let fake = FakeModel::start([
-        Reply::tool("call_1", "add", json!({"a": 40, "b": 2})),
-        Reply::text("done"),
-    ])
-    .await;
-    let (agent, mut sub) = agent_over(&dir, &fake).await;
-    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "add 40 and 2"))
-        .await
-        .unwrap();
+    let (fake, outcome, events) = adding_turn(&dir).await;
     assert_eq!(
         (outcome.status, outcome.answer.as_deref()),
         (TurnStatus::Completed, Some("[answer withheld]"))
     );
     assert_eq!(
-        tool_ends(&drain(&mut sub)),
+        tool_ends(&events),
         [(
             false,
             "error (denied): denied by hook 'old_gate': no adding today".to_string()
@@ -245,18 +252,10 @@ async fn hooks_built_for_0_1_decide_before_the_model_and_before_a_tool() {
             "{ action = \"replace\", text = \"the hook read: not allowed\", if_contains = \"is not allowed\" }",
         ),
     );
-    let fake = FakeModel::start([
-        Reply::tool("call_1", "add", json!({"a": 40, "b": 2})),
-        Reply::text("done"),
-    ])
-    .await;
-    let (agent, mut sub) = agent_over(&dir, &fake).await;
-    let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "add 40 and 2"))
-        .await
-        .unwrap();
+    let (_fake, outcome, events) = adding_turn(&dir).await;
     assert_eq!(outcome.status, TurnStatus::Completed);
     assert_eq!(
-        tool_ends(&drain(&mut sub)),
+        tool_ends(&events),
         [(true, "the hook read: not allowed".to_string())]
     );
 }
