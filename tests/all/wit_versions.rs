@@ -15,7 +15,8 @@ use wasmclaw::plugin::call::Spawner;
 use wasmclaw::plugin::sandbox::access::SubTurnSpawner;
 use wasmclaw::plugin::{CallContext, ErrorKind, PluginStatus, Plugins, ToolError, WitVersion};
 use wasmclaw::protocol::{
-    Event, EventBody, SpawnMode, SubTurnRequest, SubturnSpawn, ToolCallEnd, TurnStatus,
+    Event, EventBody, PluginLoaded, SpawnMode, SubTurnRequest, SubturnSpawn, ToolCallEnd,
+    TurnStatus,
 };
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
@@ -278,6 +279,26 @@ async fn a_plugin_built_for_0_1_runs_a_subturn_and_reads_its_answer() {
     dir.add("contract_v0_1");
     dir.grants("contract_v0_1", "spawn_subturn = true\n");
     let (agent, mut sub) = agent_over(&dir, &fake).await;
+    // The event stream says which version each plugin was built for.
+    agent.announce_plugins();
+    let loaded: Vec<(String, String)> = drain(&mut sub)
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::PluginLoaded(PluginLoaded {
+                plugin,
+                wit_version,
+                ..
+            }) => Some((plugin.clone(), wit_version.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        loaded,
+        [
+            ("contract_v0_1".to_string(), "0.1.0".to_string()),
+            ("echo".to_string(), "0.2.0".to_string()),
+        ]
+    );
     let outcome = tokio::time::timeout(LIMIT, agent.run_turn("s", "delegate it"))
         .await
         .unwrap();
