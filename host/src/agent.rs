@@ -330,9 +330,14 @@ impl Agent {
 /// One change of the plugin set as an event.
 pub fn publish_plugin_change(bus: &EventBus, change: PluginChange) {
     let body = match change {
-        PluginChange::Loaded { name, tools } => EventBody::PluginLoaded(PluginLoaded {
+        PluginChange::Loaded {
+            name,
+            tools,
+            wit_version,
+        } => EventBody::PluginLoaded(PluginLoaded {
             plugin: name,
             tools,
+            wit_version: wit_version.to_string(),
         }),
         PluginChange::Failed { name, file, error } => EventBody::PluginFailed(PluginFailed {
             plugin: name,

@@ -22,7 +22,11 @@
 //!
 //! At the top level, the contract, which all of the folders may use:
 //!
-//! - [`bindings`]: the host side of the WIT contract, generated once.
+//! - [`bindings`]: the host side of the WIT contract, generated once per
+//!   version it loads, and which version a component was built for.
+//! - [`compat`]: each older version in the newest version's terms.
+//! - [`exports`]: a plugin's exports bound with its version's bindings and
+//!   called in the newest types.
 //! - [`error`]: [`ToolError`], the failure a tool call gives the model.
 //! - [`units`]: sizes and durations in words, for every message.
 //! - [`tools`]: tool specs: name rules, schemas, argument validation.
@@ -41,7 +45,9 @@
 pub mod bindings;
 pub mod call;
 pub mod catalog;
+pub mod compat;
 pub mod error;
+pub mod exports;
 pub mod hook_call;
 pub mod hook_view;
 pub mod host;
@@ -54,6 +60,7 @@ pub mod tools;
 pub mod units;
 pub mod watch;
 
+pub use bindings::WitVersion;
 pub use call::CallContext;
 pub use catalog::{Catalog, PluginStatus, Plugins};
 pub use error::{ErrorKind, ToolError};

@@ -1091,6 +1091,7 @@ pub(crate) mod tests {
                 EventBody::PluginLoaded(PluginLoaded {
                     plugin: "echo".into(),
                     tools: vec!["echo".into()],
+                    wit_version: "0.2.0".into(),
                 }),
             ),
             event(

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use wasmclaw_tests::{PluginDir, guest, wasmclaw_bin};
 
@@ -30,7 +30,7 @@ fn check_says_ok_or_why_not() {
     assert_eq!(
         out,
         format!(
-            "{}: ok (tool-plugin; tools: echo, context, add, fail, log, count)\n",
+            "{}: ok (tool-plugin@0.2.0; tools: echo, context, add, fail, log, count)\n",
             echo.display()
         )
     );
@@ -123,7 +123,8 @@ fn list_json_shows_every_file_and_the_cache_is_keyed_by_content() {
     let dir = PluginDir::new();
     let home = dir.scratch("home");
     dir.add("echo");
-    dir.add("wit_v2");
+    dir.add_as("contract_v0_1", "old");
+    dir.add("wit_v3");
     dir.grants("echo", "env = [\"LANG\"]\n[limits]\ntimeout_ms = 1500\n");
     // The default plugin directory is HOME/plugins.
     std::fs::rename(dir.path(), home.join("plugins")).unwrap();
@@ -132,10 +133,11 @@ fn list_json_shows_every_file_and_the_cache_is_keyed_by_content() {
     assert_eq!(code, 0, "{err}");
     let list: Value = serde_json::from_str(&out).unwrap();
     let list = list.as_array().unwrap();
-    assert_eq!(list.len(), 2);
+    assert_eq!(list.len(), 3);
     assert_eq!(list[0]["status"], "ok");
     assert_eq!(list[0]["name"], "echo");
     assert_eq!(list[0]["world"], "tool-plugin");
+    assert_eq!(list[0]["wit_version"], "0.2.0");
     assert_eq!(list[0]["tools"][0]["name"], "echo");
     assert_eq!(
         list[0]["tools"][0]["input_schema"]["required"],
@@ -143,11 +145,20 @@ fn list_json_shows_every_file_and_the_cache_is_keyed_by_content() {
     );
     assert_eq!(list[0]["grants"]["env"], serde_json::json!(["LANG"]));
     assert_eq!(list[0]["grants"]["limits"]["timeout_ms"], 1500);
-    assert_eq!(list[1]["status"], "error");
-    assert_eq!(list[1]["name"], "wit_v2");
+    // A plugin built for 0.1.0 loads, and says so.
     assert_eq!(
-        list[1]["error"],
-        "built against wasmclaw:plugin@0.2.0; this host supports 0.1.x; it exports: wasmclaw:plugin/tool@0.2.0"
+        (
+            &list[1]["status"],
+            &list[1]["name"],
+            &list[1]["wit_version"]
+        ),
+        (&json!("ok"), &json!("old"), &json!("0.1.0"))
+    );
+    assert_eq!(list[2]["status"], "error");
+    assert_eq!(list[2]["name"], "wit_v3");
+    assert_eq!(
+        list[2]["error"],
+        "plugin 'wit_v3' was built for wasmclaw:plugin@0.3.0 (it exports wasmclaw:plugin/tool@0.3.0), which this host does not load; it loads wasmclaw:plugin 0.1.0 and 0.2.0: rebuild the plugin against one of them (wit/plugin.wit is 0.2.0)"
     );
 
     // Compiled code was cached (by a child process) under the file's hash.

@@ -38,3 +38,4 @@ mod subturns;
 mod turn_table;
 mod turns;
 mod winding_down;
+mod wit_versions;

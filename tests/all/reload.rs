@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use wasmclaw::plugin::WitVersion;
 use wasmclaw::plugin::catalog::PluginChange;
 use wasmclaw_tests::gate::{ToolGates, gate_output};
 use wasmclaw_tests::{PluginDir, ctx, guest};
@@ -40,6 +41,7 @@ async fn add_replace_and_remove_while_running() {
             tools: ["echo", "context", "add", "fail", "log", "count"]
                 .map(String::from)
                 .to_vec(),
+            wit_version: WitVersion::V0_2,
         }]
     );
     assert_eq!(
@@ -94,7 +96,8 @@ async fn add_replace_and_remove_while_running() {
     assert!(
         changes.contains(&PluginChange::Loaded {
             name: "hostile".into(),
-            tools: vec!["echo".into()]
+            tools: vec!["echo".into()],
+            wit_version: WitVersion::V0_2,
         }),
         "{changes:?}"
     );

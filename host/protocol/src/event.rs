@@ -299,6 +299,10 @@ pub struct SubturnOrphan {
 pub struct PluginLoaded {
     pub plugin: String,
     pub tools: Vec<String>,
+    /// The version of `wasmclaw:plugin` it was built for (`0.1.0`, ...);
+    /// empty in events logged before versions were recorded.
+    #[serde(default)]
+    pub wit_version: String,
 }
 
 /// A plugin file could not be loaded.

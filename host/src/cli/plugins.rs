@@ -73,9 +73,10 @@ impl PluginsCommand {
                         offers.push(format!("hooks: {}", hooks.join(", ")));
                     }
                     println!(
-                        "{}: ok ({}; {})",
+                        "{}: ok ({}@{}; {})",
                         file.display(),
                         plugin.world,
+                        plugin.wit_version,
                         offers.join("; ")
                     );
                     Ok(ExitCode::SUCCESS)
@@ -184,9 +185,10 @@ fn print_status(status: &PluginStatus) {
                 ));
             }
             println!(
-                "{}  ok  {}  grants: {grants}  {}",
+                "{}  ok  {}@{}  grants: {grants}  {}",
                 file_name(&p.path),
                 p.world,
+                p.wit_version,
                 budgets.join("  "),
             );
             for t in &p.tools {

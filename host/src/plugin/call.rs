@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::bindings::wasmclaw::plugin::types as wit;
+use super::bindings::latest::wasmclaw::plugin::types as wit;
 use super::error::{ErrorKind, ToolError};
 use super::loader::Plugin;
 use super::sandbox::access::{SpawnAccess, SubTurnSpawner};
@@ -78,7 +78,7 @@ impl Plugin {
                     let instance = plugin.pre.instantiate_async(&mut *store).await?;
                     export
                         .load(&mut *store, &instance)?
-                        .call_call_tool(&mut *store, &wit_ctx, &tool, &arguments)
+                        .call_tool(&mut *store, wit_ctx, &tool, &arguments)
                         .await
                 })
             }),

@@ -20,6 +20,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::bindings::WitVersion;
 use super::call::CallContext;
 use super::error::{ErrorKind, ToolError};
 use super::loader::{Plugin, PluginInfo, load, plugin_name};
@@ -66,6 +67,7 @@ impl PluginStatus {
             PluginStatus::Loaded(p) => PluginChange::Loaded {
                 name: p.name.to_string(),
                 tools: p.tools.iter().map(|t| t.name.clone()).collect(),
+                wit_version: p.wit_version,
             },
             PluginStatus::Failed { name, file, error } => PluginChange::Failed {
                 name: name.clone(),
@@ -149,6 +151,8 @@ pub enum PluginChange {
     Loaded {
         name: String,
         tools: Vec<String>,
+        /// The version of `wasmclaw:plugin` it was built for.
+        wit_version: WitVersion,
     },
     Failed {
         name: String,
@@ -295,8 +299,12 @@ impl Plugins {
         self.scanned.send_replace(true);
         for change in &changes {
             match change {
-                PluginChange::Loaded { name, tools } => {
-                    tracing::info!(plugin = %name, tools = %tools.join(", "), "plugin loaded")
+                PluginChange::Loaded {
+                    name,
+                    tools,
+                    wit_version,
+                } => {
+                    tracing::info!(plugin = %name, tools = %tools.join(", "), %wit_version, "plugin loaded")
                 }
                 PluginChange::Failed { file, error, .. } => {
                     tracing::warn!("plugin {} not loaded: {error}", file.display())

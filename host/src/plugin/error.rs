@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::bindings::wasmclaw::plugin::types as wit;
+use super::bindings::latest::wasmclaw::plugin::types as wit;
 
 /// The WIT `error-kind`, and `cancelled`, which only the host gives.
 pub use wasmclaw_protocol::ToolErrorKind as ErrorKind;

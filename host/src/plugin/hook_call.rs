@@ -130,33 +130,30 @@ impl Plugin {
                     let export = plugin.hooks_export.as_ref().expect("checked above");
                     let instance = plugin.pre.instantiate_async(&mut *store).await?;
                     let hooks = export.load(&mut *store, &instance)?;
-                    let ctx = &wit_ctx;
+                    let ctx = wit_ctx;
                     Ok(match input {
-                        OwnedInput::BeforeLlm(request) => HookOutput::Llm(
-                            hooks.call_before_llm(&mut *store, ctx, &request).await?,
-                        ),
-                        OwnedInput::AfterLlm(response) => HookOutput::Llm(
-                            hooks.call_after_llm(&mut *store, ctx, &response).await?,
-                        ),
+                        OwnedInput::BeforeLlm(request) => {
+                            HookOutput::Llm(hooks.before_llm(&mut *store, ctx, &request).await?)
+                        }
+                        OwnedInput::AfterLlm(response) => {
+                            HookOutput::Llm(hooks.after_llm(&mut *store, ctx, &response).await?)
+                        }
                         OwnedInput::BeforeTool { tool, arguments } => HookOutput::Tool(
                             hooks
-                                .call_before_tool(&mut *store, ctx, &tool, &arguments)
+                                .before_tool(&mut *store, ctx, &tool, &arguments)
                                 .await?,
                         ),
                         OwnedInput::AfterTool {
                             tool,
                             arguments,
                             outcome,
-                        } => {
-                            let outcome = outcome.as_ref().map(String::as_str);
-                            HookOutput::Result(
-                                hooks
-                                    .call_after_tool(&mut *store, ctx, &tool, &arguments, outcome)
-                                    .await?,
-                            )
-                        }
+                        } => HookOutput::Result(
+                            hooks
+                                .after_tool(&mut *store, ctx, &tool, &arguments, outcome)
+                                .await?,
+                        ),
                         OwnedInput::OnEvent(event) => {
-                            hooks.call_on_event(&mut *store, ctx, &event).await?;
+                            hooks.on_event(&mut *store, ctx, &event).await?;
                             HookOutput::Observed
                         }
                     })

@@ -2,9 +2,11 @@
 //! calls, or to a reason in plain words.
 //!
 //! The checks, in order: it is a component (not text, not a core module);
-//! its grants file parses; it compiles (through the cache); it exports the
-//! tool interface, the hooks interface or both, of this host's WIT version;
-//! its imports are all provided; its exports have the expected signatures;
+//! its grants file parses; it compiles (through the cache); it was built for
+//! one version of `wasmclaw:plugin` that this host loads (read from the
+//! names it imports and exports, see [`WitVersion::of_names`]); it exports
+//! the tool interface, the hooks interface or both, of that version; its
+//! imports are all provided; its exports have that version's signatures;
 //! `list-tools` and `subscriptions` run, with no capabilities, and return
 //! tools that follow [`super::tools`]'s rules and subscriptions that follow
 //! [`super::subscriptions`]'s.
@@ -16,9 +18,9 @@ use std::time::Duration;
 use serde::Serialize;
 use wasmtime::component::{Component, InstancePre};
 
-use super::bindings::wasmclaw::plugin::types as wit;
-use super::bindings::{HOOKS_EXPORT, TOOL_EXPORT, WIT_PACKAGE, WIT_VERSION, wit_hooks, wit_tool};
+use super::bindings::{WIT_PACKAGE, WitVersion, supported_versions};
 use super::error::wasm_error_chain;
+use super::exports::{HooksExport, ToolExport};
 use super::policy::grants::Grants;
 use super::policy::protected::Protected;
 use super::runtime::Runtime;
@@ -42,6 +44,8 @@ pub struct Plugin {
     pub path: PathBuf,
     /// `tool-plugin`, `hook-plugin` or `tool-and-hook-plugin`.
     pub world: &'static str,
+    /// The version of `wasmclaw:plugin` it was built for.
+    pub wit_version: WitVersion,
     pub tools: Vec<Tool>,
     /// The points it hooks, the grants' priority applied.
     pub subscriptions: Vec<Subscription>,
@@ -50,9 +54,10 @@ pub struct Plugin {
     /// Keeps the engine and its epoch ticker alive while the plugin is.
     pub(super) runtime: Runtime,
     pub(super) pre: InstancePre<PluginState>,
-    /// Where its exports are; `None` for an interface it does not export.
-    pub(super) tool_export: Option<wit_tool::GuestIndices>,
-    pub(super) hooks_export: Option<wit_hooks::GuestIndices>,
+    /// Where its exports are, in the bindings of its version; `None` for
+    /// an interface it does not export.
+    pub(super) tool_export: Option<ToolExport>,
+    pub(super) hooks_export: Option<HooksExport>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -60,6 +65,7 @@ impl std::fmt::Debug for Plugin {
         f.debug_struct("Plugin")
             .field("name", &self.name)
             .field("path", &self.path)
+            .field("wit_version", &self.wit_version)
             .field("tools", &self.tools)
             .finish()
     }
@@ -71,6 +77,8 @@ pub struct PluginInfo<'a> {
     pub name: &'a str,
     pub file: &'a Path,
     pub world: &'a str,
+    /// The version of `wasmclaw:plugin` it was built for.
+    pub wit_version: WitVersion,
     pub tools: &'a [Tool],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub hooks: &'a [Subscription],
@@ -83,6 +91,7 @@ impl Plugin {
             name: &self.name,
             file: &self.path,
             world: self.world,
+            wit_version: self.wit_version,
             tools: &self.tools,
             hooks: &self.subscriptions,
             grants: &self.grants,
@@ -134,8 +143,9 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
     .await
     .map_err(|e| format!("loading failed: {e}"))??;
 
-    let exports = check_exports(runtime, &component)?;
-    check_imports(runtime, &component)?;
+    let version = check_version(runtime, &component, &name)?;
+    let exports = check_exports(runtime, &component, version)?;
+    check_imports(runtime, &component, version)?;
     let pre = runtime
         .linker()
         .instantiate_pre(&component)
@@ -148,11 +158,11 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
     };
     let tool_export = exports
         .tools
-        .then(|| wit_tool::GuestIndices::new(&pre).map_err(|e| missing(TOOL_EXPORT, e)))
+        .then(|| ToolExport::new(version, &pre).map_err(|e| missing(version.tool_export(), e)))
         .transpose()?;
     let hooks_export = exports
         .hooks
-        .then(|| wit_hooks::GuestIndices::new(&pre).map_err(|e| missing(HOOKS_EXPORT, e)))
+        .then(|| HooksExport::new(version, &pre).map_err(|e| missing(version.hooks_export(), e)))
         .transpose()?;
 
     let (specs, subscriptions) = {
@@ -179,32 +189,31 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
             Err(e) => return Err(failed(&store, "instantiation", e)),
         };
         let mut specs = Vec::new();
-        if let Some(indices) = &tool_export {
-            check_tool_signatures(&component, &instance, &mut store)?;
-            let tool = indices
+        if let Some(export) = &tool_export {
+            export.check_signatures(&component, &instance, &mut store)?;
+            let tool = export
                 .load(&mut store, &instance)
                 .map_err(|e| format!("cannot bind its exports: {}", wasm_error_chain(&e)))?;
             let (back, listed) = pool::call_guest(
                 store,
-                Box::new(move |store| Box::pin(async move { tool.call_list_tools(store).await })),
+                Box::new(move |store| Box::pin(async move { tool.list_tools(store).await })),
             )
             .await;
             store = back;
             specs = listed.map_err(|e| failed(&store, "list-tools", e))?;
         }
         let mut subscriptions = Vec::new();
-        if let Some(indices) = &hooks_export {
-            let hooks = indices.load(&mut store, &instance).map_err(|e| {
+        if let Some(export) = &hooks_export {
+            let hooks = export.load(&mut store, &instance).map_err(|e| {
                 format!(
-                    "a function of its {HOOKS_EXPORT} export does not have this host's signature (was the component built against a changed copy of the WIT?): {}",
+                    "a function of its {} export does not have this host's signature (was the component built against a changed copy of the WIT?): {}",
+                    version.hooks_export(),
                     wasm_error_chain(&e)
                 )
             })?;
             let (back, listed) = pool::call_guest(
                 store,
-                Box::new(move |store| {
-                    Box::pin(async move { hooks.call_subscriptions(store).await })
-                }),
+                Box::new(move |store| Box::pin(async move { hooks.subscriptions(store).await })),
             )
             .await;
             store = back;
@@ -219,6 +228,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         name,
         path: path.to_path_buf(),
         world: exports.world(),
+        wit_version: version,
         tools,
         subscriptions,
         grants,
@@ -303,17 +313,39 @@ fn check_header(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-/// The tool interface, the hooks interface or both must be exported, at a
-/// version this host speaks.
-fn check_exports(runtime: &Runtime, component: &Component) -> Result<Exports, String> {
+/// The one version of `wasmclaw:plugin` the component's imports and exports
+/// name; one that names none is taken for the newest (and then refused for
+/// exporting neither interface).
+fn check_version(
+    runtime: &Runtime,
+    component: &Component,
+    plugin: &str,
+) -> Result<WitVersion, String> {
+    let ty = component.component_type();
+    let engine = runtime.engine();
+    WitVersion::of_names(
+        ty.imports(engine).map(|(name, _)| name),
+        ty.exports(engine).map(|(name, _)| name),
+    )
+    .map(|found| found.unwrap_or(WitVersion::LATEST))
+    .map_err(|e| e.describe(plugin))
+}
+
+/// The tool interface, the hooks interface or both must be exported, at
+/// the component's version.
+fn check_exports(
+    runtime: &Runtime,
+    component: &Component,
+    version: WitVersion,
+) -> Result<Exports, String> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
         .exports(runtime.engine())
         .map(|(name, _)| name.to_string())
         .collect();
     let found = Exports {
-        tools: exports.iter().any(|e| e == TOOL_EXPORT),
-        hooks: exports.iter().any(|e| e == HOOKS_EXPORT),
+        tools: exports.iter().any(|e| e == version.tool_export()),
+        hooks: exports.iter().any(|e| e == version.hooks_export()),
     };
     if found.tools || found.hooks {
         return Ok(found);
@@ -323,75 +355,27 @@ fn check_exports(runtime: &Runtime, component: &Component) -> Result<Exports, St
     } else {
         exports.join(", ")
     };
-    let ours = format!("{WIT_PACKAGE}/");
-    let supported = WIT_VERSION
-        .rsplit_once('.')
-        .map_or(WIT_VERSION, |(mm, _)| mm);
-    if let Some(other) = exports.iter().find_map(|e| {
-        e.strip_prefix(&ours)
-            .and_then(|rest| rest.split_once('@'))
-            .map(|(_, version)| version)
-    }) {
-        return Err(format!(
-            "built against {WIT_PACKAGE}@{other}; this host supports {supported}.x; it exports: {listed}"
-        ));
-    }
     Err(format!(
-        "exports neither {TOOL_EXPORT} nor {HOOKS_EXPORT}, so it offers no tools and no hooks; it exports: {listed}"
+        "exports neither {WIT_PACKAGE}/tool nor {WIT_PACKAGE}/hooks (of any version this host loads: {}), so it offers no tools and no hooks; it exports: {listed}",
+        supported_versions()
     ))
-}
-
-/// Each exported tool function must have the signature of this host's WIT;
-/// a mismatch is named here instead of failing every call.
-fn check_tool_signatures(
-    component: &Component,
-    instance: &wasmtime::component::Instance,
-    store: &mut wasmtime::Store<PluginState>,
-) -> Result<(), String> {
-    let iface = component
-        .get_export_index(None, TOOL_EXPORT)
-        .ok_or_else(|| format!("does not export {TOOL_EXPORT}"))?;
-    let func = |name: &str| {
-        component
-            .get_export_index(Some(&iface), name)
-            .ok_or_else(|| format!("its {TOOL_EXPORT} export has no function `{name}`"))
-    };
-    let mismatch = |name: &str, e: wasmtime::Error| {
-        // Skip wasmtime's generic "failed to convert function to given type".
-        let cause = e
-            .chain()
-            .skip(1)
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(": ");
-        format!(
-            "function `{name}` of {TOOL_EXPORT} does not have this host's signature (was the component built against a changed copy of the WIT?): {cause}"
-        )
-    };
-    instance
-        .get_typed_func::<(), (Vec<wit::ToolSpec>,)>(&mut *store, &func("list-tools")?)
-        .map_err(|e| mismatch("list-tools", e))?;
-    instance
-        .get_typed_func::<(wit::CallContext, String, String), (Result<String, wit::PluginError>,)>(
-            &mut *store,
-            &func("call-tool")?,
-        )
-        .map_err(|e| mismatch("call-tool", e))?;
-    Ok(())
 }
 
 /// Names the imports this host does not provide (WASI 0.2 and the plugin
 /// package's own interfaces are provided).
-fn check_imports(runtime: &Runtime, component: &Component) -> Result<(), String> {
+fn check_imports(
+    runtime: &Runtime,
+    component: &Component,
+    version: WitVersion,
+) -> Result<(), String> {
     let ours = format!("{WIT_PACKAGE}/");
     let provided = |name: &str| {
         (name.starts_with("wasi:") && name.contains("@0.2."))
             || name
                 .strip_prefix(&ours)
                 .and_then(|rest| rest.split_once('@'))
-                .is_some_and(|(iface, version)| {
-                    matches!(iface, "types" | "log" | "config" | "agent")
-                        && version.starts_with("0.1.")
+                .is_some_and(|(iface, at)| {
+                    matches!(iface, "types" | "log" | "config" | "agent") && at == version.as_str()
                 })
     };
     let missing: Vec<String> = component
@@ -409,7 +393,7 @@ fn check_imports(runtime: &Runtime, component: &Component) -> Result<(), String>
         ""
     };
     Err(format!(
-        "it imports {}, which this host does not provide{hint}; it provides WASI 0.2, {WIT_PACKAGE}/log@{WIT_VERSION}, {WIT_PACKAGE}/config@{WIT_VERSION} and {WIT_PACKAGE}/agent@{WIT_VERSION}",
+        "it imports {}, which this host does not provide{hint}; it provides WASI 0.2, {WIT_PACKAGE}/log@{version}, {WIT_PACKAGE}/config@{version} and {WIT_PACKAGE}/agent@{version}",
         missing.join(", ")
     ))
 }

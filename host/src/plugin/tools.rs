@@ -8,7 +8,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::bindings::wasmclaw::plugin::types::ToolSpec;
+use super::bindings::latest::wasmclaw::plugin::types::ToolSpec;
 use super::error::{ErrorKind, ToolError};
 use super::units::size;
 

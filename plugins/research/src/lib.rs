@@ -152,6 +152,7 @@ impl Guest for Research {
                 task: angle.task,
                 label: Some(angle.label.to_string()),
                 model: None,
+                agent: None,
                 tools: angle.tools,
                 critical: false,
                 timeout_ms: Some(120_000),

@@ -7,8 +7,8 @@
 //! it. While the guest waits for the child, its own deadline is paused; the
 //! child's timeout bounds the wait.
 
-use crate::plugin::bindings::wasmclaw::plugin::agent::{Host, SubturnRequest};
-use crate::plugin::bindings::wasmclaw::plugin::types::PluginError;
+use crate::plugin::bindings::latest::wasmclaw::plugin::agent::{Host, SubturnRequest};
+use crate::plugin::bindings::latest::wasmclaw::plugin::types::PluginError;
 use crate::plugin::error::{ErrorKind, ToolError};
 use crate::plugin::sandbox::state::PluginState;
 use crate::protocol::SubTurnRequest;
@@ -36,7 +36,7 @@ impl Host for PluginState {
             task: request.task,
             label: request.label,
             model: request.model,
-            agent: None,
+            agent: request.agent,
             tools: request.tools,
             critical: request.critical,
             // Checked with the other arguments (at most a day).

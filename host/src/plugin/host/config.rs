@@ -1,6 +1,6 @@
 //! `wasmclaw:plugin/config`: the plugin's `[config]` table, as JSON.
 
-use crate::plugin::bindings::wasmclaw::plugin::config::Host;
+use crate::plugin::bindings::latest::wasmclaw::plugin::config::Host;
 use crate::plugin::sandbox::state::PluginState;
 
 impl Host for PluginState {

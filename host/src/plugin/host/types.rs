@@ -1,6 +1,6 @@
 //! `wasmclaw:plugin/types`: the types every interface shares.
 
-use crate::plugin::bindings::wasmclaw::plugin::types::Host;
+use crate::plugin::bindings::latest::wasmclaw::plugin::types::Host;
 use crate::plugin::sandbox::state::PluginState;
 
 /// The shared types interface has no functions; the bindings still ask for

@@ -19,7 +19,7 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-use crate::plugin::bindings::wasmclaw::plugin::log::Level;
+use crate::plugin::bindings::latest::wasmclaw::plugin::log::Level;
 
 /// Longest line kept; the rest is cut.
 const MAX_LINE: usize = 4096;

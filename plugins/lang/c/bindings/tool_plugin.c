@@ -3,24 +3,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Imported Functions from `wasmclaw:plugin/log@0.1.0`
+// Imported Functions from `wasmclaw:plugin/log@0.2.0`
 
-__attribute__((__import_module__("wasmclaw:plugin/log@0.1.0"), __import_name__("log")))
+__attribute__((__import_module__("wasmclaw:plugin/log@0.2.0"), __import_name__("log")))
 extern void __wasm_import_wasmclaw_plugin_log_log(int32_t, uint8_t *, size_t);
 
-// Imported Functions from `wasmclaw:plugin/config@0.1.0`
+// Imported Functions from `wasmclaw:plugin/config@0.2.0`
 
-__attribute__((__import_module__("wasmclaw:plugin/config@0.1.0"), __import_name__("get")))
+__attribute__((__import_module__("wasmclaw:plugin/config@0.2.0"), __import_name__("get")))
 extern void __wasm_import_wasmclaw_plugin_config_get(uint8_t *);
 
-// Imported Functions from `wasmclaw:plugin/agent@0.1.0`
+// Imported Functions from `wasmclaw:plugin/agent@0.2.0`
 
-__attribute__((__import_module__("wasmclaw:plugin/agent@0.1.0"), __import_name__("spawn-subturn")))
-extern void __wasm_import_wasmclaw_plugin_agent_spawn_subturn(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int32_t, int64_t, int32_t, int64_t, uint8_t *);
+__attribute__((__import_module__("wasmclaw:plugin/agent@0.2.0"), __import_name__("spawn-subturn")))
+extern void __wasm_import_wasmclaw_plugin_agent_spawn_subturn(uint8_t *, uint8_t *);
 
-// Exported Functions from `wasmclaw:plugin/tool@0.1.0`
+// Exported Functions from `wasmclaw:plugin/tool@0.2.0`
 
-__attribute__((__weak__, __export_name__("cabi_post_wasmclaw:plugin/tool@0.1.0#list-tools")))
+__attribute__((__weak__, __export_name__("cabi_post_wasmclaw:plugin/tool@0.2.0#list-tools")))
 void __wasm_export_exports_wasmclaw_plugin_tool_list_tools_post_return(uint8_t * arg0) {
   size_t len = *((size_t*) (arg0 + sizeof(void*)));
   if (len > 0) {
@@ -42,7 +42,7 @@ void __wasm_export_exports_wasmclaw_plugin_tool_list_tools_post_return(uint8_t *
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_wasmclaw:plugin/tool@0.1.0#call-tool")))
+__attribute__((__weak__, __export_name__("cabi_post_wasmclaw:plugin/tool@0.2.0#call-tool")))
 void __wasm_export_exports_wasmclaw_plugin_tool_call_tool_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -137,6 +137,7 @@ void wasmclaw_plugin_agent_subturn_request_free(wasmclaw_plugin_agent_subturn_re
   tool_plugin_string_free(&ptr->task);
   tool_plugin_option_string_free(&ptr->label);
   tool_plugin_option_string_free(&ptr->model);
+  tool_plugin_option_string_free(&ptr->agent);
   tool_plugin_option_list_string_free(&ptr->tools);
   tool_plugin_option_u64_free(&ptr->timeout_ms);
   tool_plugin_option_u64_free(&ptr->token_budget);
@@ -225,82 +226,73 @@ void wasmclaw_plugin_config_get(wasmclaw_plugin_config_json_t *ret) {
 }
 
 bool wasmclaw_plugin_agent_spawn_subturn(wasmclaw_plugin_agent_subturn_request_t *request, tool_plugin_string_t *ret, wasmclaw_plugin_agent_plugin_error_t *err) {
-  __attribute__((__aligned__(sizeof(void*))))
-  uint8_t ret_area[(5*sizeof(void*))];
-  int32_t option;
-  uint8_t * option1;
-  size_t option2;
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[(40+14*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  *((size_t*)(ptr + sizeof(void*))) = ((*request).task).len;
+  *((uint8_t **)(ptr + 0)) = (uint8_t *) ((*request).task).ptr;
   if (((*request).label).is_some) {
     const tool_plugin_string_t *payload0 = &((*request).label).val;
-    option = 1;
-    option1 = (uint8_t *) (*payload0).ptr;
-    option2 = (*payload0).len;
+    *((int8_t*)(ptr + (2*sizeof(void*)))) = 1;
+    *((size_t*)(ptr + (4*sizeof(void*)))) = (*payload0).len;
+    *((uint8_t **)(ptr + (3*sizeof(void*)))) = (uint8_t *) (*payload0).ptr;
   } else {
-    option = 0;
-    option1 = 0;
-    option2 = 0;
+    *((int8_t*)(ptr + (2*sizeof(void*)))) = 0;
   }
-  int32_t option5;
-  uint8_t * option6;
-  size_t option7;
   if (((*request).model).is_some) {
-    const tool_plugin_string_t *payload4 = &((*request).model).val;
-    option5 = 1;
-    option6 = (uint8_t *) (*payload4).ptr;
-    option7 = (*payload4).len;
+    const tool_plugin_string_t *payload2 = &((*request).model).val;
+    *((int8_t*)(ptr + (5*sizeof(void*)))) = 1;
+    *((size_t*)(ptr + (7*sizeof(void*)))) = (*payload2).len;
+    *((uint8_t **)(ptr + (6*sizeof(void*)))) = (uint8_t *) (*payload2).ptr;
   } else {
-    option5 = 0;
-    option6 = 0;
-    option7 = 0;
+    *((int8_t*)(ptr + (5*sizeof(void*)))) = 0;
   }
-  int32_t option10;
-  uint8_t * option11;
-  size_t option12;
+  if (((*request).agent).is_some) {
+    const tool_plugin_string_t *payload4 = &((*request).agent).val;
+    *((int8_t*)(ptr + (8*sizeof(void*)))) = 1;
+    *((size_t*)(ptr + (10*sizeof(void*)))) = (*payload4).len;
+    *((uint8_t **)(ptr + (9*sizeof(void*)))) = (uint8_t *) (*payload4).ptr;
+  } else {
+    *((int8_t*)(ptr + (8*sizeof(void*)))) = 0;
+  }
   if (((*request).tools).is_some) {
-    const tool_plugin_list_string_t *payload9 = &((*request).tools).val;
-    option10 = 1;
-    option11 = (uint8_t *) (*payload9).ptr;
-    option12 = (*payload9).len;
+    const tool_plugin_list_string_t *payload6 = &((*request).tools).val;
+    *((int8_t*)(ptr + (11*sizeof(void*)))) = 1;
+    *((size_t*)(ptr + (13*sizeof(void*)))) = (*payload6).len;
+    *((uint8_t **)(ptr + (12*sizeof(void*)))) = (uint8_t *) (*payload6).ptr;
   } else {
-    option10 = 0;
-    option11 = 0;
-    option12 = 0;
+    *((int8_t*)(ptr + (11*sizeof(void*)))) = 0;
   }
-  int32_t option15;
-  int64_t option16;
+  *((int8_t*)(ptr + (14*sizeof(void*)))) = (*request).critical;
   if (((*request).timeout_ms).is_some) {
-    const uint64_t *payload14 = &((*request).timeout_ms).val;
-    option15 = 1;
-    option16 = (int64_t) (*payload14);
+    const uint64_t *payload8 = &((*request).timeout_ms).val;
+    *((int8_t*)(ptr + (8+14*sizeof(void*)))) = 1;
+    *((int64_t*)(ptr + (16+14*sizeof(void*)))) = (int64_t) (*payload8);
   } else {
-    option15 = 0;
-    option16 = 0;
+    *((int8_t*)(ptr + (8+14*sizeof(void*)))) = 0;
   }
-  int32_t option19;
-  int64_t option20;
   if (((*request).token_budget).is_some) {
-    const uint64_t *payload18 = &((*request).token_budget).val;
-    option19 = 1;
-    option20 = (int64_t) (*payload18);
+    const uint64_t *payload10 = &((*request).token_budget).val;
+    *((int8_t*)(ptr + (24+14*sizeof(void*)))) = 1;
+    *((int64_t*)(ptr + (32+14*sizeof(void*)))) = (int64_t) (*payload10);
   } else {
-    option19 = 0;
-    option20 = 0;
+    *((int8_t*)(ptr + (24+14*sizeof(void*)))) = 0;
   }
-  uint8_t *ptr = (uint8_t *) &ret_area;
-  __wasm_import_wasmclaw_plugin_agent_spawn_subturn((uint8_t *) ((*request).task).ptr, ((*request).task).len, option, option1, option2, option5, option6, option7, option10, option11, option12, (*request).critical, option15, option16, option19, option20, ptr);
+  uint8_t *ptr11 = (uint8_t *) &ret_area;
+  __wasm_import_wasmclaw_plugin_agent_spawn_subturn(ptr, ptr11);
   wasmclaw_plugin_agent_result_string_plugin_error_t result;
-  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+  switch ((int32_t) *((uint8_t*) (ptr11 + 0))) {
     case 0: {
       result.is_err = false;
-      result.val.ok = (tool_plugin_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      result.val.ok = (tool_plugin_string_t) { (uint8_t*)(*((uint8_t **) (ptr11 + sizeof(void*)))), (*((size_t*) (ptr11 + (2*sizeof(void*))))) };
       break;
     }
     case 1: {
       result.is_err = true;
       result.val.err = (wasmclaw_plugin_types_plugin_error_t) {
-        (wasmclaw_plugin_types_error_kind_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
-        (tool_plugin_string_t) (tool_plugin_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
-        (bool) (int32_t) *((uint8_t*) (ptr + (4*sizeof(void*)))),
+        (wasmclaw_plugin_types_error_kind_t) (int32_t) *((uint8_t*) (ptr11 + sizeof(void*))),
+        (tool_plugin_string_t) (tool_plugin_string_t) { (uint8_t*)(*((uint8_t **) (ptr11 + (2*sizeof(void*))))), (*((size_t*) (ptr11 + (3*sizeof(void*))))) },
+        (bool) (int32_t) *((uint8_t*) (ptr11 + (4*sizeof(void*)))),
       };
       break;
     }
@@ -314,7 +306,7 @@ bool wasmclaw_plugin_agent_spawn_subturn(wasmclaw_plugin_agent_subturn_request_t
   }
 }
 
-__attribute__((__export_name__("wasmclaw:plugin/tool@0.1.0#list-tools")))
+__attribute__((__export_name__("wasmclaw:plugin/tool@0.2.0#list-tools")))
 uint8_t * __wasm_export_exports_wasmclaw_plugin_tool_list_tools(void) {
   exports_wasmclaw_plugin_tool_list_tool_spec_t ret;
   exports_wasmclaw_plugin_tool_list_tools(&ret);
@@ -324,7 +316,7 @@ uint8_t * __wasm_export_exports_wasmclaw_plugin_tool_list_tools(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("wasmclaw:plugin/tool@0.1.0#call-tool")))
+__attribute__((__export_name__("wasmclaw:plugin/tool@0.2.0#call-tool")))
 uint8_t * __wasm_export_exports_wasmclaw_plugin_tool_call_tool(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, int32_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6, uint8_t * arg7, size_t arg8, int64_t arg9, uint8_t * arg10, size_t arg11, uint8_t * arg12, size_t arg13) {
   tool_plugin_option_string_t option;
   switch (arg3) {

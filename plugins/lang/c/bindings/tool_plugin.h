@@ -106,6 +106,10 @@ typedef struct wasmclaw_plugin_agent_subturn_request_t {
   tool_plugin_option_string_t   label;
   // Another model of the same provider (default: the turn's).
   tool_plugin_option_string_t   model;
+  // A named agent of the host's configuration to run the child as (its
+  // prompt, model and tools, still bounded by the parent's limits);
+  // default: the parent's agent.
+  tool_plugin_option_string_t   agent;
   // The tools it may use, a subset of the turn's (default: all).
   tool_plugin_option_list_string_t   tools;
   // Finishes even if the turn ends early.
@@ -145,22 +149,22 @@ typedef struct {
   } val;
 } exports_wasmclaw_plugin_tool_result_string_plugin_error_t;
 
-// Imported Functions from `wasmclaw:plugin/log@0.1.0`
+// Imported Functions from `wasmclaw:plugin/log@0.2.0`
 extern void wasmclaw_plugin_log_log(wasmclaw_plugin_log_level_t level, tool_plugin_string_t *message);
 
-// Imported Functions from `wasmclaw:plugin/config@0.1.0`
+// Imported Functions from `wasmclaw:plugin/config@0.2.0`
 // The `[config]` table of the plugin's `NAME.toml`, as a JSON object
 // (`{}` when there is none). The same for every call; it is the
 // operator's, so a plugin can read its rules and options here.
 extern void wasmclaw_plugin_config_get(wasmclaw_plugin_config_json_t *ret);
 
-// Imported Functions from `wasmclaw:plugin/agent@0.1.0`
+// Imported Functions from `wasmclaw:plugin/agent@0.2.0`
 // Runs the child to its end and returns its final answer. The time the
 // plugin waits here does not count against its own time limit (the
 // child's timeout bounds it). A child that does not complete is an error.
 extern bool wasmclaw_plugin_agent_spawn_subturn(wasmclaw_plugin_agent_subturn_request_t *request, tool_plugin_string_t *ret, wasmclaw_plugin_agent_plugin_error_t *err);
 
-// Exported Functions from `wasmclaw:plugin/tool@0.1.0`
+// Exported Functions from `wasmclaw:plugin/tool@0.2.0`
 void exports_wasmclaw_plugin_tool_list_tools(exports_wasmclaw_plugin_tool_list_tool_spec_t *ret);
 bool exports_wasmclaw_plugin_tool_call_tool(exports_wasmclaw_plugin_tool_call_context_t *ctx, tool_plugin_string_t *name, exports_wasmclaw_plugin_tool_json_t *arguments, tool_plugin_string_t *ret, exports_wasmclaw_plugin_tool_plugin_error_t *err);
 

@@ -5,7 +5,7 @@
 // an exported object named `tool` whose methods are the WIT functions in
 // camelCase; the imported interface `log` is a module named by its WIT id.
 
-import { log } from 'wasmclaw:plugin/log@0.1.0';
+import { log } from 'wasmclaw:plugin/log@0.2.0';
 import { callTool, listTools, ToolError } from './tools.js';
 
 export const tool = {
