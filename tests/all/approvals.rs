@@ -656,3 +656,90 @@ async fn a_subturns_call_asks_on_its_root_session_with_the_subturns_turn_id() {
     );
     assert_eq!(outputs(&seen)["c-parent"], (true, "echoed".to_string()));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_asks_beside_a_hook_built_for_0_1_and_a_rule_that_denies_needs_no_answer() {
+    let fake = model(vec![call(
+        "c1",
+        "echo",
+        json!({"text": "as the model wrote it"}),
+    )])
+    .await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    // A 0.1.0 hook rewrites the call first; the 0.2.0 one asks.
+    dir.add_as("hooktest_v0_1", "old_rewriter");
+    dir.grants(
+        "old_rewriter",
+        "[hooks]\ntimeout_ms = 10000\n[config]\nsubscriptions = [{ point = \"before-tool\", priority = 0 }]\nbefore_tool = { action = \"rewrite\", arguments = { text = \"rewritten by 0.1\" } }\n",
+    );
+    dir.add_as("hooktest", "asker");
+    dir.grants(
+        "asker",
+        "[hooks]\ntimeout_ms = 10000\n[config]\nsubscriptions = [{ point = \"before-tool\", priority = 10 }]\nbefore_tool = { action = \"ask\", reason = \"it writes\" }\n",
+    );
+    let agents = |config| vec![profile("default", &fake, "m", config)];
+    let (core, mut events) = core_of_agents(
+        dir.load().await,
+        profiles(&fake, agents(rules(&[], LIMIT)), "default"),
+        Store::open_in_memory().unwrap(),
+        SchedulerConfig::default(),
+    );
+    let Ok(Accepted::Started { turn_id }) = core.submit(message("k")).await else {
+        panic!("not started");
+    };
+    let pending = waiting(&core, "k").await;
+    assert_eq!(pending.asked_by, "hook asker: it writes");
+    assert_eq!(pending.arguments, r#"{"text":"rewritten by 0.1"}"#);
+    core.submit(approve(
+        "k",
+        "c1",
+        ApprovalDecision::Allow,
+        ApprovalScope::Once,
+    ))
+    .await
+    .unwrap();
+    tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
+        .await
+        .unwrap()
+        .unwrap();
+    let seen = drain(&mut events);
+    assert_eq!(outputs(&seen)["c1"], (true, "rewritten by 0.1".to_string()));
+    let verdicts: Vec<(String, &str)> = (seen.iter())
+        .filter_map(|e| match &e.body {
+            EventBody::HookDecision(d) => Some((d.hook.clone(), d.decision.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("old_rewriter".to_string(), "rewrite"),
+            ("asker".to_string(), "ask")
+        ]
+    );
+
+    // The operator's rule denies the tool: the hook's ask is not put to
+    // anyone.
+    let denying = rules(&[("echo", Permission::Deny)], LIMIT);
+    core.reload(
+        profiles(&fake, agents(denying), "default"),
+        wasmclaw::protocol::ConfigReloaded {
+            file: "wasmclaw.toml".into(),
+            changed: vec!["agents.default.approvals".into()],
+            restart_needed: Vec::new(),
+        },
+    );
+    let (_, outcome) = core.run(message("k2")).await.unwrap();
+    assert_eq!(outcome.unwrap().status, TurnStatus::Completed);
+    let seen = drain(&mut events);
+    assert!(decided(&seen).is_empty());
+    assert_eq!(
+        outputs(&seen)["c1"],
+        (
+            false,
+            "error (denied): the approval policy of agent 'default' denies tool 'echo' (rule `echo`)"
+                .to_string()
+        )
+    );
+}

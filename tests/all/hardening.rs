@@ -188,7 +188,7 @@ async fn a_hooks_rewrite_of_a_built_in_call_is_checked_against_the_built_ins_sch
     assert_eq!(outcome.answer.as_deref(), Some("done"), "{outcome:?}");
     let events = drain(&mut sub);
     let refused = "its rewritten arguments were refused: invalid arguments for subagent: \
-        \"extra\" is not an argument of subagent; expected {\"critical\": boolean, \"label\": string, \
+        \"extra\" is not an argument of subagent; expected {\"agent\": string, \"critical\": boolean, \"label\": string, \
         \"model\": string, \"task\": string, \"timeout_s\": number, \"token_budget\": integer, \
         \"tools\": array} (required: task; no other properties)";
     let hook_errors: Vec<(String, HookEffect)> = events

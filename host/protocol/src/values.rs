@@ -11,6 +11,8 @@ pub enum HookVerdict {
     Rewrite,
     Answer,
     Replace,
+    /// The call waits for a person's approval.
+    Ask,
 }
 
 impl HookVerdict {
@@ -20,6 +22,7 @@ impl HookVerdict {
             HookVerdict::Rewrite => "rewrite",
             HookVerdict::Answer => "answer",
             HookVerdict::Replace => "replace",
+            HookVerdict::Ask => "ask",
         }
     }
 }

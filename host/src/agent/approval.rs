@@ -121,10 +121,8 @@ impl Approvals {
     }
 }
 
-/// What asked for a person's decision.
+/// What asked for a person's decision besides the agent's rules.
 pub enum AskedBy {
-    /// The agent's approval rules.
-    Policy,
     /// A `before-tool` hook, with its reason.
     Hook { hook: String, reason: String },
 }
@@ -140,20 +138,20 @@ pub async fn gate(
 ) -> Result<(), ToolError> {
     let agent_name = &parent.spec.profile.name;
     let settings = &parent.spec.config().approvals;
-    let asked_by = match hook {
-        Some(AskedBy::Hook { hook, reason }) => format!("hook {hook}: {reason}"),
-        Some(AskedBy::Policy) | None => match settings.permission(&call.name) {
-            (Permission::Allow, _) => return Ok(()),
-            (Permission::Deny, rule) => {
-                let by = rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
-                return Err(denied(format!(
-                    "the approval policy of agent '{agent_name}' denies tool '{}' ({by})",
-                    call.name
-                )));
-            }
-            (Permission::Ask, Some(rule)) => format!("agent {agent_name}: rule `{}`", rule.tool),
-            (Permission::Ask, None) => format!("agent {agent_name}: its default"),
-        },
+    // The operator's rules first: their denial needs no one's answer.
+    let (permission, rule) = settings.permission(&call.name);
+    let rule_name = || rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
+    let asked_by = match (permission, hook) {
+        (Permission::Deny, _) => {
+            return Err(denied(format!(
+                "the approval policy of agent '{agent_name}' denies tool '{}' ({})",
+                call.name,
+                rule_name()
+            )));
+        }
+        (_, Some(AskedBy::Hook { hook, reason })) => format!("hook {hook}: {reason}"),
+        (Permission::Ask, _) => format!("agent {agent_name}: {}", rule_name()),
+        (Permission::Allow, _) => return Ok(()),
     };
     let agent = &parent.agent;
     let session = &parent.control.session;

@@ -41,6 +41,7 @@ use crate::llm::{FinishReason, Message, ToolCall};
 use crate::plugin::{ErrorKind, Limits, ToolError};
 use crate::protocol::{EventBody, ToolCallBegin, ToolCallEnd, ToolCallSkipped};
 
+use super::approval::AskedBy;
 use super::refusals::Refusals;
 use super::registry::{Caller, Found};
 use super::subturn::Parent;
@@ -238,11 +239,16 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
     let limit = found
         .as_ref()
         .map_or(Limits::default().output_bytes, Found::output_limit);
-    let arguments = match hooks
+    let (arguments, asked) = match hooks
         .before_tool(&hs, &call.name, &call.arguments, limit, check)
         .await
     {
-        ToolGate::Call(arguments) => arguments,
+        ToolGate::Call(arguments) => (arguments, None),
+        ToolGate::Ask {
+            arguments,
+            hook,
+            reason,
+        } => (arguments, Some(AskedBy::Hook { hook, reason })),
         ToolGate::Answered(answer) => {
             return hooks
                 .after_tool(&hs, &call.name, &call.arguments, limit, answer)
@@ -251,7 +257,7 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         ToolGate::Denied(error) => return Err(error),
     };
     super::arguments::check_object(&call.name, &arguments)?;
-    super::approval::gate(parent, call, &arguments, None).await?;
+    super::approval::gate(parent, call, &arguments, asked).await?;
     let outcome = match found {
         Ok(tool) => {
             let caller = Caller {

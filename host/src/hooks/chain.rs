@@ -43,6 +43,13 @@ pub struct HookScope<'a> {
 pub enum ToolGate {
     /// Call the tool with these arguments.
     Call(String),
+    /// Call the tool with these arguments once a person approves: `hook`
+    /// asked, for `reason`.
+    Ask {
+        arguments: String,
+        hook: String,
+        reason: String,
+    },
     /// Do not call it; this is its result (an error when the answer is
     /// over the tool's output limit).
     Answered(Result<String, ToolError>),
@@ -169,6 +176,7 @@ impl HookSet {
         check: impl Fn(&str) -> Result<(), ToolError>,
     ) -> ToolGate {
         let mut arguments = arguments.to_string();
+        let mut asked: Option<(String, String)> = None;
         for hook in self.at(HookPoint::BeforeTool) {
             if !hook.subscription.applies_to_tool(tool) {
                 continue;
@@ -200,6 +208,14 @@ impl HookSet {
                         format!("denied by hook '{}': {reason}", hook.name()),
                     ));
                 }
+                Ok(HookOutput::Tool(ToolDecision::Ask(reason))) => {
+                    hs.decision(hook, HookVerdict::Ask, Some(tool))
+                        .reason(&reason)
+                        .publish();
+                    // The first hook that asks is the one named.
+                    asked.get_or_insert_with(|| (hook.name().to_string(), reason));
+                    continue;
+                }
                 Ok(HookOutput::Tool(ToolDecision::Answer(text))) => {
                     hs.decision(hook, HookVerdict::Answer, Some(tool)).publish();
                     return ToolGate::Answered(within_output_limit(
@@ -226,7 +242,14 @@ impl HookSet {
                 ));
             }
         }
-        ToolGate::Call(arguments)
+        match asked {
+            Some((hook, reason)) => ToolGate::Ask {
+                arguments,
+                hook,
+                reason,
+            },
+            None => ToolGate::Call(arguments),
+        }
     }
 
     /// Runs the `after-tool` hooks that apply to `tool` over its outcome; a
