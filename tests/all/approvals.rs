@@ -743,3 +743,59 @@ async fn a_hook_asks_beside_a_hook_built_for_0_1_and_a_rule_that_denies_needs_no
         )
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugins_grants_may_ask_or_deny_and_the_stricter_rule_applies() {
+    let fake = model(vec![
+        call("c-echo", "echo", json!({"text": "hi"})),
+        call("c-add", "add", json!({"a": 1, "b": 2})),
+    ])
+    .await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    dir.grants(
+        "echo",
+        "[approvals]\nrules = [{ tool = \"echo\", permission = \"ask\" }, { tool = \"a*\", permission = \"deny\" }]\n",
+    );
+    // The agent allows both, by a rule and by default.
+    let config = rules(&[("echo", Permission::Allow)], LIMIT);
+    let agents = vec![profile("default", &fake, "m", config)];
+    let (core, mut events) = core_of_agents(
+        dir.load().await,
+        profiles(&fake, agents, "default"),
+        Store::open_in_memory().unwrap(),
+        SchedulerConfig::default(),
+    );
+    let Ok(Accepted::Started { turn_id }) = core.submit(message("g")).await else {
+        panic!("not started");
+    };
+    let pending = waiting(&core, "g").await;
+    assert_eq!(
+        (pending.call_id.as_str(), pending.asked_by.as_str()),
+        ("c-echo", "the grants of its plugin")
+    );
+    core.submit(approve(
+        "g",
+        "c-echo",
+        ApprovalDecision::Deny,
+        ApprovalScope::Once,
+    ))
+    .await
+    .unwrap();
+    tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
+        .await
+        .unwrap()
+        .unwrap();
+    let ended = outputs(&drain(&mut events));
+    assert_eq!(
+        ended["c-add"],
+        (false, "error (denied): the approval policy of tool 'add' denies it (the grants of its plugin)".to_string())
+    );
+    assert_eq!(
+        ended["c-echo"],
+        (
+            false,
+            "error (denied): tool 'echo' was not approved: the user denied it".to_string()
+        )
+    );
+}

@@ -130,28 +130,42 @@ pub enum AskedBy {
 /// The gate: whether the call may run now, after a wait for a person if
 /// the rules or a hook say so. `Err`: the call is denied, with the text the
 /// model reads.
+/// `source`: what the tool's own source's rules say (a plugin's grants
+/// file); the stricter of it and the agent's rules applies.
 pub async fn gate(
     parent: &Parent,
     call: &ToolCall,
     arguments: &str,
+    source: Option<Permission>,
     hook: Option<AskedBy>,
 ) -> Result<(), ToolError> {
     let agent_name = &parent.spec.profile.name;
     let settings = &parent.spec.config().approvals;
     // The operator's rules first: their denial needs no one's answer.
-    let (permission, rule) = settings.permission(&call.name);
-    let rule_name = || rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
-    let asked_by = match (permission, hook) {
-        (Permission::Deny, _) => {
+    let (agents, rule) = settings.permission(&call.name);
+    let by_agent = || {
+        let rule = rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
+        format!("agent {agent_name}: {rule}")
+    };
+    let by_grants = "the grants of its plugin";
+    let asked_by = match (agents, source.unwrap_or(Permission::Allow), hook) {
+        (Permission::Deny, _, _) => {
             return Err(denied(format!(
                 "the approval policy of agent '{agent_name}' denies tool '{}' ({})",
                 call.name,
-                rule_name()
+                by_agent()
             )));
         }
-        (_, Some(AskedBy::Hook { hook, reason })) => format!("hook {hook}: {reason}"),
-        (Permission::Ask, _) => format!("agent {agent_name}: {}", rule_name()),
-        (Permission::Allow, _) => return Ok(()),
+        (_, Permission::Deny, _) => {
+            return Err(denied(format!(
+                "the approval policy of tool '{}' denies it ({by_grants})",
+                call.name
+            )));
+        }
+        (_, _, Some(AskedBy::Hook { hook, reason })) => format!("hook {hook}: {reason}"),
+        (Permission::Ask, _, _) => by_agent(),
+        (_, Permission::Ask, _) => by_grants.to_string(),
+        (Permission::Allow, Permission::Allow, None) => return Ok(()),
     };
     let agent = &parent.agent;
     let session = &parent.control.session;

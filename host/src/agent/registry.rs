@@ -51,6 +51,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::future::BoxFuture;
 
 use super::subturn::Parent;
+use crate::config::Permission;
 use crate::llm::ToolDef;
 use crate::plugin::call::Spawner;
 use crate::plugin::tools::Tool;
@@ -78,6 +79,12 @@ pub trait ToolSet: Send + Sync {
     /// its place is held to.
     fn output_limit(&self, _name: &str) -> usize {
         Limits::default().output_bytes
+    }
+
+    /// What the source's own approval rules give a call of `name` (a
+    /// plugin's grants file); None: they name it not.
+    fn permission(&self, _name: &str) -> Option<Permission> {
+        None
     }
 
     /// Runs a call of `name` (a tool of this set) for `caller`. `arguments`
@@ -248,6 +255,11 @@ impl Found {
         self.set.output_limit(&self.name)
     }
 
+    /// What the tool's source's approval rules give its calls.
+    pub fn permission(&self) -> Option<Permission> {
+        self.set.permission(&self.name)
+    }
+
     /// Runs the call with `arguments` for `caller`.
     pub fn call<'a>(
         &'a self,
@@ -284,6 +296,13 @@ impl ToolSet for Catalog {
         Catalog::tool(self, name).map_or(Limits::default().output_bytes, |(plugin, _)| {
             plugin.grants.limits.output_bytes
         })
+    }
+
+    fn permission(&self, name: &str) -> Option<Permission> {
+        let (plugin, _) = Catalog::tool(self, name)?;
+        (plugin.grants.approvals.iter())
+            .find(|rule| crate::config::glob_match(&rule.tool, name))
+            .map(|rule| rule.permission)
     }
 
     fn call<'a>(

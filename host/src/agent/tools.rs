@@ -257,7 +257,8 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         ToolGate::Denied(error) => return Err(error),
     };
     super::arguments::check_object(&call.name, &arguments)?;
-    super::approval::gate(parent, call, &arguments, asked).await?;
+    let source = found.as_ref().ok().and_then(Found::permission);
+    super::approval::gate(parent, call, &arguments, source, asked).await?;
     let outcome = match found {
         Ok(tool) => {
             let caller = Caller {

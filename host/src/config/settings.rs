@@ -130,7 +130,7 @@ pub struct ApprovalSettings {
 }
 
 /// One rule of [`ApprovalSettings::rules`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ApprovalRule {
     pub tool: String,
     pub permission: Permission,
@@ -257,7 +257,7 @@ impl ToolFilter {
 
 /// `*` matches any run of characters (none included); every other character
 /// matches itself.
-fn glob_match(pattern: &str, name: &str) -> bool {
+pub fn glob_match(pattern: &str, name: &str) -> bool {
     let Some((first, rest)) = pattern.split_once('*') else {
         return pattern == name;
     };

@@ -26,6 +26,10 @@
 //! fail = "closed"             # "closed" or "open"; default: closed before, open after
 //! queue = 256                 # on-event: events waiting, beyond which they are dropped
 //!
+//! [approvals]                 # which of its tools' calls wait for a person
+//! rules = [{ tool = "write_*", permission = "ask" }]   # first match wins;
+//!                             # the stricter of this and the agent's rules applies
+//!
 //! [config]                    # free-form; what the plugin reads with `config.get`
 //! rules = ["..."]
 //! ```
@@ -41,6 +45,7 @@ pub use super::hook_settings::{FailMode, HookSettings, HookSettingsToml};
 use super::network::{CredentialToml, NetworkGrant, NetworkToml};
 use super::protected::{Protected, overlap};
 use super::secrets::Secrets;
+use crate::config::{ApprovalRule, Permission};
 
 /// `NAME.toml` exactly as written; every field optional.
 #[derive(Debug, Default, Deserialize)]
@@ -62,9 +67,29 @@ pub struct GrantsToml {
     pub network: NetworkToml,
     #[serde(default)]
     pub credentials: Vec<CredentialToml>,
+    /// Approval rules for its tools (`[approvals]`).
+    #[serde(default)]
+    pub approvals: ApprovalsToml,
     /// The plugin's settings, for `config.get`.
     #[serde(default)]
     pub config: toml::Table,
+}
+
+/// `[approvals]` of a grants file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsToml {
+    #[serde(default)]
+    pub rules: Vec<ApprovalRuleToml>,
+}
+
+/// One approval rule as written: a tool name pattern (`*` globs) and what
+/// its calls get.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRuleToml {
+    pub tool: String,
+    pub permission: Permission,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -143,6 +168,8 @@ pub struct Grants {
     pub spawn_subturn: bool,
     /// How the plugin's hooks run.
     pub hooks: HookSettings,
+    /// Approval rules for its tools, first match first.
+    pub approvals: Vec<ApprovalRule>,
     /// What it may reach over `wasi:http`, and the secrets added to it.
     #[serde(serialize_with = "shared")]
     pub network: Arc<NetworkGrant>,
@@ -163,6 +190,7 @@ impl Default for Grants {
             limits: Limits::default(),
             spawn_subturn: false,
             hooks: HookSettings::default(),
+            approvals: Vec::new(),
             network: Arc::default(),
             config: serde_json::Value::Object(Default::default()),
             config_json: "{}".into(),
@@ -266,6 +294,12 @@ impl Grants {
             limits: resolve_limits(&toml.limits).map_err(at)?,
             spawn_subturn: toml.spawn_subturn,
             hooks: HookSettings::resolve(&toml.hooks).map_err(at)?,
+            approvals: (toml.approvals.rules.iter())
+                .map(|r| ApprovalRule {
+                    tool: r.tool.clone(),
+                    permission: r.permission,
+                })
+                .collect(),
             network: Arc::new(
                 NetworkGrant::resolve(&toml.network, &toml.credentials, secrets).map_err(at)?,
             ),
