@@ -28,6 +28,9 @@
 //!   instance.
 //! - [`server`]: `wasmclaw serve`, the HTTP API: sessions, an SSE event
 //!   stream, OpenAI-compatible chat completions, metrics.
+//! - [`config`]: `wasmclaw.toml`, the environment and the flags resolved
+//!   into one [`config::Config`]: every value with its source, every fault
+//!   with its line, and what the configuration builds.
 //! - [`home`]: where wasmclaw keeps its files (`$WASMCLAW_HOME`, default `~/.wasmclaw`).
 //! - [`cli`]: the `wasmclaw` command line; `main.rs` only parses and dispatches.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -35,6 +38,7 @@
 pub mod agent;
 pub mod bus;
 pub mod cli;
+pub mod config;
 pub mod core;
 pub mod home;
 pub mod hooks;

@@ -47,7 +47,7 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 pub use super::builtins::{SPAWN, SUBAGENT};
 
 /// How far SubTurns may go.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubTurnLimits {
     /// How deep children may nest below a top-level turn.
     pub max_depth: u32,

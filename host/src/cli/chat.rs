@@ -12,7 +12,6 @@
 //! marker line under that text says it is void; the answer follows.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -21,31 +20,16 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::agent::{AgentArgs, session_key, start};
 use crate::bus::Filter;
+use crate::config::Config;
 use crate::home::Home;
-use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{
     Accepted, Event, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse,
     LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,
     ToolCallSkipped, TurnEnd, TurnStatus,
 };
-use crate::scheduler::SchedulerConfig;
 
-pub async fn chat(
-    home: &Home,
-    plugin_dir: &Path,
-    load: LoadLimits,
-    args: &AgentArgs,
-    live: bool,
-) -> Result<ExitCode> {
-    let (core, _home) = start(
-        home,
-        plugin_dir,
-        load,
-        args,
-        true,
-        SchedulerConfig::default(),
-    )
-    .await?;
+pub async fn chat(home: &Home, config: &Config, args: &AgentArgs, live: bool) -> Result<ExitCode> {
+    let (core, _home) = start(home, config, true).await?;
     // Lossless: the terminal shows every event of the session, in order.
     let filter = Filter {
         session: Some(session_key(args, "chat")),
@@ -57,9 +41,12 @@ pub async fn chat(
     core.announce_plugins();
     let _watch = core.watch_plugins()?;
     let tools = core.tool_names();
+    let chain: Vec<String> = (config.running_agent().model.iter())
+        .map(|m| format!("{}:{}", m.provider, m.model))
+        .collect();
     println!(
         "wasmclaw chat: model {}, session {session} (continue it later with --session {session})",
-        args.model.as_deref().unwrap_or_default()
+        chain.join(",")
     );
     println!(
         "tools: {}",

@@ -168,3 +168,69 @@ pub struct PluginSettings {
     /// Per-call limits of plugins whose grants file does not set them.
     pub limits: PluginLimits,
 }
+
+impl ToolFilter {
+    /// Whether `pattern` is a tool name, or one with `*` standing for any
+    /// run of characters (`files_*`, `*`).
+    pub fn is_pattern(pattern: &str) -> bool {
+        let name = pattern.replace('*', "a");
+        pattern.len() <= 64 && crate::plugin::tools::is_valid_tool_name(&name)
+    }
+
+    /// Whether `tool` is offered: an `allow` pattern matches it and no
+    /// `deny` pattern does.
+    pub fn allows(&self, tool: &str) -> bool {
+        let matches = |patterns: &[String]| patterns.iter().any(|p| glob(p, tool));
+        matches(&self.allow) && !matches(&self.deny)
+    }
+}
+
+/// Whether `name` matches `pattern`, whose `*` stands for any run of
+/// characters.
+fn glob(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty(); // no `*`: the whole name
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_filters_match_names_and_globs() {
+        let filter = ToolFilter {
+            allow: vec!["files_*".into(), "add".into(), "*_search".into()],
+            deny: vec!["files_delete".into()],
+        };
+        let allowed: Vec<&str> = [
+            "files_read",
+            "files_delete",
+            "add",
+            "adder",
+            "web_search",
+            "x",
+        ]
+        .into_iter()
+        .filter(|t| filter.allows(t))
+        .collect();
+        assert_eq!(allowed, ["files_read", "add", "web_search"]);
+        assert!(glob("*", "anything") && glob("a*b*c", "aXbYc") && !glob("a*b*c", "aXcYb"));
+        assert!(glob("ab*b", "abb") && !glob("ab*b", "ab"));
+        assert!(ToolFilter::is_pattern("files_*") && ToolFilter::is_pattern("*"));
+        assert!(!ToolFilter::is_pattern("files/*") && !ToolFilter::is_pattern(""));
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! Grants belong to the operator, not the plugin: they live in `NAME.toml` beside
 //! `NAME.wasm`. No file means no capabilities at all: no filesystem, no
-//! environment, no network, no stdin, and the default limits.
+//! environment, no network, no stdin, and the default limits. The defaults
+//! of `[limits]` and `[hooks]` are the configuration's `[plugins.limits]`
+//! and `[hooks]` ([`PluginDefaults`]); what a grants file sets wins.
 //!
 //! ```toml
 //! env = ["TZ"]                # environment variables passed through by name
@@ -36,7 +38,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::fields::{MAX_MEMORY_MIB, as_millis, check};
+use super::fields::{FieldError, MAX_MEMORY_MIB, as_millis, check};
 pub use super::hook_settings::{FailMode, HookSettings, HookSettingsToml};
 use super::network::{CredentialToml, NetworkGrant, NetworkToml};
 use super::protected::{Protected, overlap};
@@ -121,6 +123,20 @@ impl Default for Limits {
     }
 }
 
+/// What a plugin gets where its grants file says nothing, and what no
+/// grant may pass it: set by the configuration (`[plugins.limits]`,
+/// `[hooks]`, the variables that hold its providers' keys and the API
+/// token); built-in defaults and no variable without one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginDefaults {
+    pub limits: Limits,
+    pub hooks: HookSettings,
+    /// Variables that hold the host's keys under names the configuration
+    /// chose (`api_key_env`, `token_env`): like the host's own variables,
+    /// never passed to a plugin.
+    pub host_env: Vec<String>,
+}
+
 /// A directory the plugin may open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DirGrant {
@@ -186,29 +202,36 @@ impl Grants {
         wasm: &Path,
         protected: &[Protected],
         secrets: &Secrets,
+        defaults: &PluginDefaults,
     ) -> Result<Grants, String> {
         let sidecar = Self::sidecar_of(wasm);
         match std::fs::read_to_string(&sidecar) {
-            Ok(text) => Self::parse(&text, &sidecar, protected, secrets),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants::default()),
+            Ok(text) => Self::parse(&text, &sidecar, protected, secrets, defaults),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants {
+                limits: defaults.limits.clone(),
+                hooks: defaults.hooks.clone(),
+                ..Grants::default()
+            }),
             Err(e) => Err(format!("{}: cannot read: {e}", sidecar.display())),
         }
     }
 
-    /// Parses and resolves a grants file; relative directory paths are taken
-    /// from the file's folder.
+    /// Parses and resolves a grants file over `defaults`; relative directory
+    /// paths are taken from the file's folder.
     pub fn parse(
         text: &str,
         file: &Path,
         protected: &[Protected],
         secrets: &Secrets,
+        defaults: &PluginDefaults,
     ) -> Result<Grants, String> {
         let at = |msg: String| format!("{}: {msg}", file.display());
         let toml: GrantsToml = toml::from_str(text).map_err(|e| at(toml_error(&e)))?;
         let base = file.parent().unwrap_or(Path::new("."));
 
         for name in &toml.env {
-            super::env_grant::check(name).map_err(|e| at(format!("env: {e}")))?;
+            super::env_grant::check(name, &defaults.host_env)
+                .map_err(|e| at(format!("env: {e}")))?;
         }
 
         let mut dirs = Vec::new();
@@ -263,9 +286,9 @@ impl Grants {
         Ok(Grants {
             env: toml.env,
             dirs,
-            limits: resolve_limits(&toml.limits).map_err(at)?,
+            limits: resolve_limits(&toml.limits, &defaults.limits).map_err(|e| at(e.into()))?,
             spawn_subturn: toml.spawn_subturn,
-            hooks: HookSettings::resolve(&toml.hooks).map_err(at)?,
+            hooks: HookSettings::resolve(&toml.hooks, &defaults.hooks).map_err(|e| at(e.into()))?,
             network: Arc::new(
                 NetworkGrant::resolve(&toml.network, &toml.credentials, secrets).map_err(at)?,
             ),
@@ -280,9 +303,11 @@ fn shared<S: serde::Serializer, T: Serialize>(value: &Arc<T>, s: S) -> Result<S:
     value.as_ref().serialize(s)
 }
 
-fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
+/// `t` over `defaults`: what `t` sets wins. Also the check of the
+/// configuration's `[plugins.limits]`.
+pub fn resolve_limits(t: &LimitsToml, defaults: &Limits) -> Result<Limits, FieldError> {
     let check = |field: &str, value, min, max| check(&format!("limits.{field}"), value, min, max);
-    let d = Limits::default();
+    let d = defaults;
     Ok(Limits {
         memory_bytes: match t.memory_mib {
             Some(v) => check("memory_mib", v, 1, MAX_MEMORY_MIB)? << 20,
@@ -337,6 +362,7 @@ mod tests {
             Path::new("/plugins/demo.toml"),
             &[],
             &Secrets::default(),
+            &PluginDefaults::default(),
         )
     }
 
@@ -368,6 +394,7 @@ mod tests {
             Path::new("/p/demo.toml"),
             &[Protected::plugin_dir(&plugins)],
             &Secrets::default(),
+            &PluginDefaults::default(),
         )
         .unwrap_err();
         assert_eq!(
