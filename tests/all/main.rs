@@ -5,6 +5,7 @@
 mod agent_cli;
 mod chat_control;
 mod cli;
+mod config;
 mod core;
 mod descriptors;
 mod examples;

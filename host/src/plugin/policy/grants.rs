@@ -415,6 +415,48 @@ mod tests {
     }
 
     #[test]
+    fn the_configurations_defaults_apply_where_a_grants_file_is_silent() {
+        let defaults = PluginDefaults {
+            limits: Limits {
+                memory_bytes: 8 << 20,
+                timeout: Duration::from_secs(2),
+                ..Limits::default()
+            },
+            hooks: HookSettings {
+                timeout: Duration::from_millis(10),
+                fail: Some(FailMode::Open),
+                ..HookSettings::default()
+            },
+            host_env: vec!["LOCAL_KEY".into()],
+        };
+        let parse = |text: &str| {
+            let file = Path::new("/plugins/demo.toml");
+            Grants::parse(text, file, &[], &Secrets::default(), &defaults)
+        };
+        let g = parse("[limits]\ntimeout_ms = 250\n[hooks]\nfail = \"closed\"\n").unwrap();
+        assert_eq!(
+            (g.limits.memory_bytes, g.limits.timeout),
+            (8 << 20, Duration::from_millis(250))
+        );
+        assert_eq!(
+            (g.hooks.timeout, g.hooks.fail),
+            (Duration::from_millis(10), Some(FailMode::Closed))
+        );
+        // No grants file: the defaults, and still no capabilities.
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("bare.wasm");
+        let g = Grants::for_plugin(&wasm, &[], &Secrets::default(), &defaults).unwrap();
+        assert_eq!((&g.limits, &g.hooks), (&defaults.limits, &defaults.hooks));
+        assert!(g.env.is_empty() && g.dirs.is_empty() && g.source.is_none());
+        // A variable the configuration names for a key is never granted.
+        let err = parse("env = [\"LOCAL_KEY\"]\n").unwrap_err();
+        assert!(
+            err.starts_with("/plugins/demo.toml: env: \"LOCAL_KEY\" is a key the host's configuration reads (api_key_env or token_env)"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn limits_override_defaults() {
         let g = parse("[limits]\nmemory_mib = 16\ntimeout_ms = 250\n").unwrap();
         assert_eq!(g.limits.memory_bytes, 16 << 20);
