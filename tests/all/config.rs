@@ -3,44 +3,23 @@
 //! the fake model, which records what each request carried.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::Value;
 use wasmclaw::llm::ProviderConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent, anthropic, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
-use wasmclaw_tests::{PluginDir, wasmclaw_bin};
+use wasmclaw_tests::{PluginDir, run_wasmclaw};
 
-/// Runs the binary on `home` with a clean environment plus `env`:
-/// (exit code, stdout, stderr).
 async fn wasmclaw(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
-    let mut command = tokio::process::Command::new(wasmclaw_bin());
-    command.env("WASMCLAW_HOME", home).env("RUST_LOG", "error");
-    for var in [
-        "WASMCLAW_MODEL",
-        "WASMCLAW_AGENT",
-        "WASMCLAW_CONFIG",
-        "WASMCLAW_API_TOKEN",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-    ] {
-        command.env_remove(var);
-    }
-    command.envs(env.iter().copied()).args(args);
-    command.stdin(Stdio::null());
-    let out = tokio::time::timeout(Duration::from_secs(60), command.output())
-        .await
-        .unwrap()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_wasmclaw(home, env, args, "").await
+}
+
+/// The entry of `key` in `config show --json`.
+fn json_entry<'a>(json: &'a Value, key: &str) -> &'a Value {
+    (json["values"].as_array().unwrap().iter())
+        .find(|v| v["key"] == key)
+        .unwrap_or_else(|| panic!("no {key} in {json}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -241,11 +220,8 @@ async fn config_show_says_where_each_value_came_from() {
     let (code, out, _) = wasmclaw(&home, &[], &["config", "show", "--json"]).await;
     assert_eq!(code, 0);
     let json: Value = serde_json::from_str(&out).unwrap();
-    let model = (json["values"].as_array().unwrap().iter())
-        .find(|v| v["key"] == "agents.default.model")
-        .unwrap();
     assert_eq!(
-        model,
+        json_entry(&json, "agents.default.model"),
         &serde_json::json!({"key": "agents.default.model", "value": ["openai:from-file"], "source": format!("file {f}:2:9")})
     );
 }
@@ -290,9 +266,7 @@ async fn config_show_never_shows_a_key() {
         "token_env = \"WASMCLAW_API_TOKEN\"  # default; set"
     );
     let json: Value = serde_json::from_str(&json).unwrap();
-    let local = (json["values"].as_array().unwrap().iter())
-        .find(|v| v["key"] == "providers.local.api_key_env")
-        .unwrap();
+    let local = json_entry(&json, "providers.local.api_key_env");
     assert_eq!(
         (&local["value"], &local["set"]),
         (&Value::from("LOCAL_KEY"), &Value::from(true))

@@ -19,15 +19,18 @@ pub enum ConfigCommand {
     /// The effective configuration: every value, with where it came from
     /// (flag, environment, file and position, or default). Keys are never
     /// shown: the variable that holds one, and whether it is set.
-    Show {
-        /// As JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        agent: AgentFlags,
-        #[command(flatten)]
-        server: ServerFlags,
-    },
+    Show(Box<ShowArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// As JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    agent: AgentFlags,
+    #[command(flatten)]
+    server: ServerFlags,
 }
 
 impl ConfigCommand {
@@ -70,11 +73,12 @@ impl ConfigCommand {
                     }
                 }
             }
-            ConfigCommand::Show {
-                json,
-                agent,
-                server,
-            } => {
+            ConfigCommand::Show(show) => {
+                let ShowArgs {
+                    json,
+                    agent,
+                    server,
+                } = show.as_ref();
                 overrides.agent = agent.clone();
                 overrides.server = server.clone();
                 let config = crate::config::load(home, explicit, &overrides, &process_env)?;

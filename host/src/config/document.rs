@@ -92,7 +92,7 @@ impl<'a> Document<'a> {
             let found = match (step, value) {
                 (Step::Key(name), None) if depth == 0 => self.root.get_key_value(*name),
                 (Step::Key(name), Some(DeValue::Table(t))) => t.get_key_value(*name),
-                (Step::Index(i), Some(DeValue::Array(a))) => match a.iter().nth(*i) {
+                (Step::Index(i), Some(DeValue::Array(a))) => match a.get(*i) {
                     Some(v) => {
                         offset = v.span().start;
                         value = Some(v.get_ref());
@@ -167,23 +167,9 @@ fn serde_error(
     } else if let Some((variant, expected)) = unknown_name(message, "unknown variant `") {
         unknown("value", Some(&variant), &variant, &expected)
     } else if let Some(rest) = message.strip_prefix("invalid type: ") {
-        match rest.rsplit_once(", expected ") {
-            Some((found, expected)) => format!(
-                "wrong type: expected {}, found {}",
-                expected_words(expected),
-                found_words(found)
-            ),
-            None => format!("wrong type: {rest}"),
-        }
+        format!("wrong type: {}", expected_found(rest))
     } else if let Some(rest) = message.strip_prefix("invalid value: ") {
-        match rest.rsplit_once(", expected ") {
-            Some((found, expected)) => format!(
-                "expected {}, found {}",
-                expected_words(expected),
-                found_words(found)
-            ),
-            None => rest.to_string(),
-        }
+        expected_found(rest)
     } else {
         message.to_string()
     };
@@ -211,6 +197,19 @@ fn unknown_name(message: &str, prefix: &str) -> Option<(String, Vec<String>)> {
         .map(str::to_string)
         .collect();
     Some((found.to_string(), expected))
+}
+
+/// serde's `FOUND, expected EXPECTED` as `expected ..., found ...`, in the
+/// file's words.
+fn expected_found(rest: &str) -> String {
+    match rest.rsplit_once(", expected ") {
+        Some((found, expected)) => format!(
+            "expected {}, found {}",
+            expected_words(expected),
+            found_words(found)
+        ),
+        None => rest.to_string(),
+    }
 }
 
 /// serde's name of a type, in the file's words.

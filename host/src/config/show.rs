@@ -1,9 +1,12 @@
-//! `wasmclaw config show`: the effective configuration as TOML, each value
-//! with where it came from as a trailing comment. Keys never appear: a
-//! provider's `api_key_env` and the server's `token_env` show the name of
-//! the variable and whether it is set.
+//! `wasmclaw config show`: the effective configuration as TOML-like lines,
+//! each value on one line with where it came from as a trailing comment
+//! (a system prompt longer than a line is cut, with its length; `--json`
+//! has it whole). Keys never appear: a provider's `api_key_env` and the
+//! server's `token_env` show the name of the variable and whether it is
+//! set.
 
 use serde_json::json;
+use toml::Value;
 
 use super::entries::Entry;
 use super::settings::Config;
@@ -36,12 +39,36 @@ pub fn text(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> String {
             Some(false) => "; not set",
             None => "",
         };
-        out.push_str(&format!(
-            "{} = {}  # {source}{state}\n",
-            entry.key, entry.value
-        ));
+        let value = match (&entry.value, entry.key.as_str()) {
+            (Value::String(prompt), "system_prompt") => shortened(prompt),
+            (value, _) => one_line(value),
+        };
+        out.push_str(&format!("{} = {value}  # {source}{state}\n", entry.key));
     }
     out
+}
+
+/// A value on one line: strings with their line breaks escaped.
+fn one_line(value: &Value) -> String {
+    match value {
+        Value::String(s) => serde_json::to_string(s).expect("a string serializes"),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(one_line).collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A prompt as one line: its first 60 characters, and its length when it
+/// is longer.
+fn shortened(prompt: &str) -> String {
+    let count = prompt.chars().count();
+    if count <= 60 {
+        return one_line(&Value::String(prompt.to_string()));
+    }
+    let start: String = prompt.chars().take(60).collect();
+    format!("{}… ({count} characters)", one_line(&Value::String(start)))
 }
 
 /// The same as JSON: `{"file", "values": [{"key", "value", "source"}]}`,
@@ -64,4 +91,21 @@ pub fn json(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> serde_json
         "file": config.file.as_ref().map(|f| f.display().to_string()),
         "values": values,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_is_one_line() {
+        let array = Value::Array(vec!["a\nb".into(), Value::Integer(3)]);
+        assert_eq!(one_line(&array), r#"["a\nb", 3]"#);
+        assert_eq!(shortened("Be brief.\n"), r#""Be brief.\n""#);
+        let long = "x".repeat(61);
+        assert_eq!(
+            shortened(&long),
+            format!("\"{}\"… (61 characters)", "x".repeat(60))
+        );
+    }
 }

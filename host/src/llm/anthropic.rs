@@ -878,23 +878,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_key_fails_before_sending() {
-        let provider = Anthropic::new(
-            ProviderConfig {
-                api_key: None,
-                ..config(true)
-            },
-            reqwest::Client::new(),
-        );
-        let error = provider
-            .chat(&ChatRequest::default(), &mut |_: &str| {})
-            .await
-            .unwrap_err();
-        assert_eq!(error.kind, LlmErrorKind::Config);
-        assert_eq!(error.message, "ANTHROPIC_API_KEY is not set");
-        assert_eq!(error.candidate, "anthropic:claude-test");
-
-        // A provider of the configuration file names its own variable, or none.
+        // The built-in provider's variable; one a configuration names; none.
         for (var, message) in [
+            (Some("ANTHROPIC_API_KEY"), "ANTHROPIC_API_KEY is not set"),
             (Some("LOCAL_KEY"), "LOCAL_KEY is not set"),
             (None, "no API key: the provider names no api_key_env"),
         ] {
@@ -910,7 +896,9 @@ mod tests {
                 .chat(&ChatRequest::default(), &mut |_: &str| {})
                 .await
                 .unwrap_err();
+            assert_eq!(error.kind, LlmErrorKind::Config);
             assert_eq!(error.message, message);
+            assert_eq!(error.candidate, "anthropic:claude-test");
         }
     }
 }

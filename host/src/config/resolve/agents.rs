@@ -70,22 +70,29 @@ fn agent(
     r.check_name("agents", name);
     let at = |key: &'static str| [Step::Key("agents"), Step::Key(name), Step::Key(key)];
     let model = model(r, name, t.model.as_ref(), flags, providers);
-    let flag = |f: &'static str, v: Option<u64>| flags.map(|_| (f, v));
-    let max_iterations = r.pick(
-        &at("max_iterations"),
-        flag("--max-iterations", flags.and_then(|f| f.max_iterations)),
-        None,
+    // A count with a flag of the agent run, up to 10,000.
+    let mut count = |key, flag: &'static str, given, file, default, min| {
+        let flag = flags.map(|_| (flag, given));
+        r.pick(&at(key), flag, None, file, default, |v| {
+            range(min, 10_000)(v).map(|v| v as u32)
+        })
+    };
+    let given = |f: fn(&AgentFlags) -> Option<u64>| flags.and_then(f);
+    let max_iterations = count(
+        "max_iterations",
+        "--max-iterations",
+        given(|f| f.max_iterations),
         t.max_iterations,
         DEFAULT_MAX_ITERATIONS,
-        |v| range(1, 10_000)(v).map(|v| v as u32),
+        1,
     );
-    let max_refusals = r.pick(
-        &at("max_refusals"),
-        flag("--max-refusals", flags.and_then(|f| f.max_refusals)),
-        None,
+    let max_refusals = count(
+        "max_refusals",
+        "--max-refusals",
+        given(|f| f.max_refusals),
         t.max_refusals,
         DEFAULT_MAX_REPEATED_REFUSALS,
-        |v| range(0, 10_000)(v).map(|v| v as u32),
+        0,
     );
     let max_tokens = r.file(&at("max_tokens"), t.max_tokens, None, |v| {
         range(1, 10_000_000)(v).map(|v| Some(v as u32))
