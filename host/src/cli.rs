@@ -4,6 +4,8 @@
 mod agent;
 mod approvals;
 mod chat;
+mod config_cmd;
+mod init;
 mod new_plugin;
 mod plugins;
 mod serve;
@@ -16,9 +18,12 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+use crate::config::overrides::{AgentFlags, PluginFlags, ServerFlags};
+use crate::config::{Config, Overrides};
 use crate::home::Home;
+use crate::plugin::policy::protected::Protected;
 use crate::plugin::policy::secrets::Secrets;
-use crate::plugin::sandbox::cache::{Compiler, LoadLimits};
+use crate::plugin::sandbox::cache::Compiler;
 use crate::plugin::{Runtime, RuntimeConfig};
 
 #[derive(Parser, Debug)]
@@ -28,17 +33,18 @@ use crate::plugin::{Runtime, RuntimeConfig};
     about = "An LLM agent host whose tools are sandboxed WebAssembly components"
 )]
 pub struct Cli {
-    /// wasmclaw's folder (plugins, cache); default ~/.wasmclaw.
+    /// wasmclaw's folder (configuration, plugins, cache); default ~/.wasmclaw.
     #[arg(long, global = true, env = crate::home::HOME_VAR, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// The plugin directory; default HOME/plugins.
-    #[arg(long, global = true, value_name = "DIR")]
-    pub plugins: Option<PathBuf>,
+    /// The configuration file, which must exist; default HOME/wasmclaw.toml
+    /// when it exists.
+    #[arg(long, global = true, env = crate::config::overrides::CONFIG_VAR, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// More log output (-v: info, -vv: debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     #[command(flatten)]
-    pub load: LoadArgs,
+    pub plugins: PluginFlags,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -100,6 +106,16 @@ pub enum Command {
     /// The approval decisions kept beyond one tool call.
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
+    /// Create the home (plugins, cache) and a commented wasmclaw.toml with
+    /// every setting at its default.
+    Init {
+        /// Write the file even if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check the configuration, or show every value and where it came from.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCommand),
     /// Inspect, check and call plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
@@ -118,40 +134,6 @@ pub enum Command {
     },
 }
 
-/// The bounds on loading a plugin file.
-#[derive(clap::Args, Debug, Clone)]
-pub struct LoadArgs {
-    /// Largest plugin file loaded, in MiB; a larger one is refused before
-    /// it is read.
-    #[arg(long, global = true, env = "WASMCLAW_MAX_PLUGIN_MIB", value_name = "MIB",
-          default_value_t = crate::plugin::sandbox::cache::MAX_PLUGIN_FILE >> 20)]
-    pub max_plugin_mib: u64,
-    /// Longest the compilation of one plugin may take.
-    #[arg(long, global = true, env = "WASMCLAW_COMPILE_TIMEOUT", value_name = "SECONDS",
-          default_value_t = crate::plugin::sandbox::cache::COMPILE_TIMEOUT.as_secs_f64())]
-    pub compile_timeout: f64,
-    /// Memory the compilation of one plugin may take, in MiB.
-    #[arg(long, global = true, env = "WASMCLAW_COMPILE_MEMORY_MIB", value_name = "MIB",
-          default_value_t = crate::plugin::sandbox::cache::COMPILE_MEMORY >> 20)]
-    pub compile_memory_mib: u64,
-}
-
-impl LoadArgs {
-    pub fn limits(&self) -> Result<LoadLimits> {
-        if !(self.compile_timeout > 0.0 && self.compile_timeout.is_finite()) {
-            anyhow::bail!("--compile-timeout must be a positive number of seconds");
-        }
-        if self.max_plugin_mib == 0 || self.compile_memory_mib == 0 {
-            anyhow::bail!("--max-plugin-mib and --compile-memory-mib must be at least 1");
-        }
-        Ok(LoadLimits {
-            max_file_bytes: self.max_plugin_mib.saturating_mul(1 << 20),
-            compile_timeout: std::time::Duration::from_secs_f64(self.compile_timeout),
-            compile_memory_bytes: self.compile_memory_mib.saturating_mul(1 << 20),
-        })
-    }
-}
-
 impl Cli {
     pub async fn run(self) -> Result<ExitCode> {
         let home = self
@@ -159,24 +141,44 @@ impl Cli {
             .clone()
             .map(Home::at)
             .unwrap_or_else(Home::from_env);
-        let plugin_dir = self.plugins.clone().unwrap_or_else(|| home.plugins_dir());
-        let load = self.load.limits()?;
-        match self.command {
+        let load = |agent: Option<&AgentFlags>, server: Option<&ServerFlags>| {
+            let overrides = Overrides {
+                plugins: self.plugins.clone(),
+                agent: agent.cloned().unwrap_or_default(),
+                server: server.cloned().unwrap_or_default(),
+            };
+            let env = crate::config::process_env;
+            crate::config::load(&home, self.config.as_deref(), &overrides, &env)
+        };
+        match &self.command {
             Command::Run {
                 agent,
                 events,
                 approve,
                 message,
-            } => agent::run(&home, &plugin_dir, load, &agent, events, approve, &message).await,
-            Command::Chat { agent, live } => {
-                chat::chat(&home, &plugin_dir, load, &agent, live).await
+            } => {
+                let config = load(Some(&agent.flags), None)?;
+                agent::run(&home, &config, agent, *events, *approve, message).await
             }
-            Command::Serve(args) => serve::serve(&home, &plugin_dir, load, &args).await,
-            Command::Turns { session, json } => turns::list(&home, &session, json).await,
-            Command::Plugins(cmd) => cmd.run(&home, &plugin_dir, load).await,
+            Command::Chat { agent, live } => {
+                let config = load(Some(&agent.flags), None)?;
+                chat::chat(&home, &config, agent, *live).await
+            }
+            Command::Serve(args) => {
+                let config = load(Some(&args.agent.flags), Some(&args.server))?;
+                serve::serve(&home, &config, args).await
+            }
+            Command::Turns { session, json } => turns::list(&home, session, *json).await,
+            Command::Init { force } => init::run(&home, self.config.as_deref(), *force),
+            Command::Config(cmd) => cmd.run(&home, self.config.as_deref(), &self.plugins),
+            Command::Plugins(plugins::PluginsCommand::Adapter { file }) => {
+                plugins::write_adapter(file)?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Plugins(cmd) => cmd.run(&home, &load(None, None)?).await,
             Command::Approvals(cmd) => cmd.run(&home).await,
             Command::NewPlugin { lang, name, dir } => {
-                new_plugin::run(lang, &name, &dir)?;
+                new_plugin::run(*lang, name, dir)?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::CompilePlugin {
@@ -186,9 +188,9 @@ impl Cli {
             } => {
                 crate::plugin::sandbox::cache::compile_child(
                     std::io::stdin().lock(),
-                    &out,
-                    memory_bytes,
-                    max_input_bytes,
+                    out,
+                    *memory_bytes,
+                    *max_input_bytes,
                 )?;
                 Ok(ExitCode::SUCCESS)
             }
@@ -197,20 +199,30 @@ impl Cli {
 }
 
 /// The runtime as the binary uses it: cache under the home folder, cache
-/// misses compiled in a child process bounded by `load`, the home out of
-/// every grant's reach.
-pub fn runtime(home: &Home, load: LoadLimits) -> Result<Runtime> {
+/// misses compiled in a child process bounded by the configuration's load
+/// limits, the home (and the configuration file) out of every grant's
+/// reach, and the configuration's defaults for every grants file.
+pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
     let compiler = match std::env::current_exe() {
         Ok(exe) => Compiler::Subprocess(exe),
         Err(_) => Compiler::InProcess,
     };
     let secrets = Secrets::load(&home.secrets()).map_err(anyhow::Error::msg)?;
+    let mut protected = home.protected();
+    protected.extend(config.file.as_ref().map(|file| {
+        Protected::new(
+            file,
+            "the configuration file",
+            "it sets what every plugin may reach",
+        )
+    }));
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
         compiler,
-        load,
+        load: config.plugins.load,
         secrets: Arc::new(secrets),
-        protected: home.protected(),
+        protected,
+        plugin_defaults: config.plugin_defaults(),
         ..RuntimeConfig::default()
     })
 }
@@ -274,6 +286,7 @@ mod tests {
         let mut names = Vec::new();
         env_vars(&Cli::command(), &mut names);
         names.extend(crate::llm::PROVIDER_ENV.map(String::from));
+        names.extend(crate::config::overrides::ENV.map(String::from));
         for expected in ["WASMCLAW_HOME", "WASMCLAW_MODEL", "WASMCLAW_API_TOKEN"] {
             assert!(names.iter().any(|n| n == expected), "{names:?}");
         }
@@ -283,6 +296,7 @@ mod tests {
                 Path::new("/p/x.toml"),
                 &[],
                 &Secrets::default(),
+                &Default::default(),
             )
             .unwrap_err();
             assert!(err.contains("which a plugin never gets"), "{name}: {err}");

@@ -604,6 +604,8 @@ mod tests {
             model: script.display().to_string(),
             base_url: String::new(),
             api_key: None,
+            api_key_env: None,
+            headers: Default::default(),
             stream: false,
             timeout: Duration::from_secs(10),
             limits: Default::default(),

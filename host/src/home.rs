@@ -1,9 +1,9 @@
 //! Where wasmclaw keeps its files.
 //!
 //! Everything lives under one folder, `$WASMCLAW_HOME`, which defaults to
-//! `~/.wasmclaw`: `plugins/` (the plugin directory), `cache/` (compiled code),
-//! `secrets.toml`, `sessions.db` and `api-token`. No plugin's grants may
-//! reach any of them ([`Home::protected`]).
+//! `~/.wasmclaw`: `wasmclaw.toml` (the configuration), `plugins/` (the plugin
+//! directory), `cache/` (compiled code), `secrets.toml`, `sessions.db` and
+//! `api-token`. No plugin's grants may reach any of them ([`Home::protected`]).
 
 mod lock;
 
@@ -53,6 +53,11 @@ impl Home {
         HomeLock::acquire(&self.root)
     }
 
+    /// The configuration file (see [`crate::config`]).
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join(crate::config::FILE_NAME)
+    }
+
     /// The default plugin directory.
     pub fn plugins_dir(&self) -> PathBuf {
         self.root.join("plugins")
@@ -93,6 +98,11 @@ impl Home {
                 self.cache_dir(),
                 "the compile cache",
                 "the host runs the code it holds without checking it again",
+            ),
+            Protected::new(
+                self.config_file(),
+                "the configuration file",
+                "it sets what every plugin may reach",
             ),
             Protected::new(
                 self.secrets(),

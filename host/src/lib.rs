@@ -16,9 +16,10 @@
 //! - [`agent`]: turns: the one place every turn (SubTurns too) is spawned,
 //!   registered and ended ([`agent::task`]), the loop of model calls and tool
 //!   calls, and the registry of tools on offer ([`agent::registry`]).
-//! - [`config`]: the configuration (`wasmclaw.toml`, the environment, the
-//!   flags) resolved into one immutable [`config::Config`]; the named agents
-//!   a turn runs are built from it ([`agent::profile`]).
+//! - [`config`]: `wasmclaw.toml`, the environment and the flags resolved
+//!   into one [`config::Config`]: every value with its source, every fault
+//!   with its line, and what the configuration builds (the named agents a
+//!   turn runs, [`agent::profile`]).
 //! - [`commands`]: chat commands (`/help`, `/agent`, `/model`, ...): one
 //!   registry that front ends hand messages starting with `/` to; they
 //!   become Ops, never model input.

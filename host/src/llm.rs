@@ -40,6 +40,15 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
+    /// The variable the built-in provider of this kind reads its key from.
+    pub fn key_var(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi => Some(OPENAI_API_KEY_VAR),
+            ProviderKind::Anthropic => Some(ANTHROPIC_API_KEY_VAR),
+            ProviderKind::Scripted => None,
+        }
+    }
+
     pub fn prefix(self) -> &'static str {
         match self {
             ProviderKind::OpenAi => "openai",
@@ -58,6 +67,12 @@ pub struct ProviderConfig {
     /// OpenAI: up to and including `/v1`; Anthropic: without `/v1`.
     pub base_url: String,
     pub api_key: Option<String>,
+    /// The variable the key was read from (for the error when it is not
+    /// set); `None`: the provider names none.
+    pub api_key_env: Option<String>,
+    /// Sent with every request, after the wire format's own (so one of the
+    /// same name replaces it); never the key, which is `api_key`.
+    pub headers: reqwest::header::HeaderMap,
     /// Ask for a streamed (SSE) reply.
     pub stream: bool,
     /// The longest wait for the response to start, and, when streaming, for
@@ -74,6 +89,8 @@ impl std::fmt::Debug for ProviderConfig {
             .field("kind", &self.kind)
             .field("model", &self.model)
             .field("base_url", &self.base_url)
+            .field("api_key_env", &self.api_key_env)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("stream", &self.stream)
             .field("timeout", &self.timeout)
             .field("limits", &self.limits)
@@ -151,6 +168,8 @@ impl ProviderConfig {
                 .trim_end_matches('/')
                 .to_string(),
             api_key: non_empty(key_var),
+            api_key_env: kind.key_var().map(String::from),
+            headers: Default::default(),
             stream: true,
             timeout: DEFAULT_TIMEOUT,
             limits: CallLimits::default(),
@@ -180,24 +199,19 @@ pub enum BaseUrlError {
     NoServer,
 }
 
-/// Applies `--base-url` to every candidate that talks to a server (OpenAI
-/// or Anthropic; scripted ones have none), in place of the environment's.
-/// One URL cannot serve both formats, so a chain with both is refused.
-pub fn apply_base_url(candidates: &mut [ProviderConfig], url: &str) -> Result<(), BaseUrlError> {
-    let served = |c: &&mut ProviderConfig| c.kind != ProviderKind::Scripted;
-    let kinds: std::collections::BTreeSet<&str> = (candidates.iter())
-        .filter(|c| c.kind != ProviderKind::Scripted)
-        .map(|c| c.kind.prefix())
+/// Whether one `--base-url` can serve a chain of candidates of `kinds`:
+/// scripted ones have no server, and one URL cannot serve both formats
+/// (OpenAI's ends with `/v1`, Anthropic's does not).
+pub fn check_base_url(kinds: impl IntoIterator<Item = ProviderKind>) -> Result<(), BaseUrlError> {
+    let served: std::collections::BTreeSet<&str> = (kinds.into_iter())
+        .filter(|kind| *kind != ProviderKind::Scripted)
+        .map(ProviderKind::prefix)
         .collect();
-    match kinds.len() {
-        0 => return Err(BaseUrlError::NoServer),
-        1 => {}
-        _ => return Err(BaseUrlError::MixedProviders),
+    match served.len() {
+        0 => Err(BaseUrlError::NoServer),
+        1 => Ok(()),
+        _ => Err(BaseUrlError::MixedProviders),
     }
-    for candidate in candidates.iter_mut().filter(served) {
-        candidate.base_url = url.trim().trim_end_matches('/').to_string();
-    }
-    Ok(())
 }
 
 /// One candidate, ready to call.

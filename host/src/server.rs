@@ -59,6 +59,7 @@ pub struct ServerConfig {
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 impl ServerConfig {
     pub fn new(token: String) -> ServerConfig {
@@ -66,7 +67,7 @@ impl ServerConfig {
             token,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             sse_buffer: 1024,
-            shutdown_grace: Duration::from_secs(10),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }

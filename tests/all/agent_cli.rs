@@ -2,54 +2,14 @@
 //! model on 127.0.0.1.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
-use wasmclaw_tests::{PluginDir, wasmclaw_bin};
+use wasmclaw_tests::{PluginDir, run_wasmclaw};
 
 /// Runs the binary with a clean model environment; (exit code, stdout, stderr).
 async fn wasmclaw(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
-    wasmclaw_with_input(home, env, args, "").await
-}
-
-async fn wasmclaw_with_input(
-    home: &Path,
-    env: &[(&str, &str)],
-    args: &[&str],
-    input: &str,
-) -> (i32, String, String) {
-    use tokio::io::AsyncWriteExt;
-    let mut command = tokio::process::Command::new(wasmclaw_bin());
-    command.env("WASMCLAW_HOME", home).env("RUST_LOG", "error");
-    for var in [
-        "WASMCLAW_MODEL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-    ] {
-        command.env_remove(var);
-    }
-    command.envs(env.iter().copied()).args(args);
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).await.unwrap();
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_wasmclaw(home, env, args, "").await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -329,7 +289,7 @@ async fn chat_streams_the_answer_and_shows_tool_calls_as_they_run() {
         "--session",
         "c1",
     ];
-    let (code, out, err) = wasmclaw_with_input(
+    let (code, out, err) = run_wasmclaw(
         &dir.scratch("home"),
         &[],
         &args,
@@ -380,7 +340,7 @@ async fn chat_without_streaming_shows_whole_replies() {
         "--session",
         "c2",
     ];
-    let (code, out, err) = wasmclaw_with_input(&dir.scratch("home"), &[], &args, "hello\n").await;
+    let (code, out, err) = run_wasmclaw(&dir.scratch("home"), &[], &args, "hello\n").await;
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().skip(3).collect();
     assert_eq!(lines, ["> Hello there.", "> "], "{out}");

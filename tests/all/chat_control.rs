@@ -38,8 +38,11 @@ impl Chat {
         );
         let url = fake.openai_base_url();
         let plugins = dir.path();
+        let home = dir.scratch("home");
+        // Retry waits without jitter: a test reads them.
+        std::fs::write(home.join("wasmclaw.toml"), "[limits.retry]\njitter = 0\n").unwrap();
         let mut child = tokio::process::Command::new(wasmclaw_bin())
-            .env("WASMCLAW_HOME", dir.scratch("home"))
+            .env("WASMCLAW_HOME", &home)
             .env("RUST_LOG", "error")
             .env_remove("WASMCLAW_MODEL")
             .args(["--plugins", plugins.to_str().unwrap(), "chat", "--live"])

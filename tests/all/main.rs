@@ -7,6 +7,7 @@ mod approvals;
 mod chat_control;
 mod cli;
 mod commands;
+mod config;
 mod core;
 mod descriptors;
 mod examples;

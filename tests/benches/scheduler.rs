@@ -296,6 +296,8 @@ fn candidate(base: String) -> ProviderConfig {
         model: "bench".into(),
         base_url: base,
         api_key: Some("k".into()),
+        api_key_env: None,
+        headers: Default::default(),
         stream: true,
         timeout: Duration::from_secs(10),
         limits: Default::default(),

@@ -183,6 +183,8 @@ async fn tree() -> Vec<Row> {
         model: "fake".into(),
         base_url: base,
         api_key: None,
+        api_key_env: None,
+        headers: Default::default(),
         stream: true,
         timeout: Duration::from_secs(60),
         limits: Default::default(),

@@ -221,6 +221,8 @@ fn candidate(kind: ProviderKind, base: String) -> ProviderConfig {
             base
         },
         api_key: Some("k".into()),
+        api_key_env: None,
+        headers: Default::default(),
         stream: true,
         timeout: Duration::from_secs(10),
         limits: Default::default(),

@@ -44,6 +44,8 @@ pub fn candidate(
         model: model.to_string(),
         base_url,
         api_key: Some("test-key".to_string()),
+        api_key_env: kind.key_var().map(String::from),
+        headers: Default::default(),
         stream,
         timeout: Duration::from_secs(10),
         limits: Default::default(),
@@ -58,6 +60,7 @@ pub fn quick_retries() -> RetryPolicy {
         max_delay: Duration::from_millis(50),
         cooldown: Duration::from_secs(60),
         max_retry_after: Duration::from_secs(5),
+        jitter: 0.0,
     }
 }
 

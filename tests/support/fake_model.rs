@@ -261,6 +261,15 @@ pub struct Recorded {
     pub at: Instant,
 }
 
+impl Recorded {
+    /// The value of header `name` (lower-case), if the request carried it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        (self.headers.iter())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 struct Shared {
     options: Options,
     replies: Mutex<VecDeque<Reply>>,

@@ -195,3 +195,49 @@ pub fn wasmclaw_bin() -> PathBuf {
     );
     bin
 }
+
+/// Runs the `wasmclaw` binary on `home` with `args` and `input` on stdin,
+/// in a clean environment: none of the variables that choose a model, an
+/// agent, a configuration file or a key, but those of `env`. (exit code,
+/// stdout, stderr), within 60 s.
+pub async fn run_wasmclaw(
+    home: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+    input: &str,
+) -> (i32, String, String) {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+    let mut command = tokio::process::Command::new(wasmclaw_bin());
+    command.env("WASMCLAW_HOME", home).env("RUST_LOG", "error");
+    for var in [
+        "WASMCLAW_MODEL",
+        "WASMCLAW_AGENT",
+        "WASMCLAW_CONFIG",
+        "WASMCLAW_API_TOKEN",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied()).args(args);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -44,6 +44,9 @@ const MAX_OVERRIDES: usize = 64;
 /// Every agent of one configuration.
 pub struct Profiles {
     agents: BTreeMap<String, Arc<Profile>>,
+    /// Agents of the configuration that cannot run (no model, a script
+    /// that does not read), and why.
+    unavailable: BTreeMap<String, String>,
     default: String,
     /// How a session's `/model` override is built; None: overrides are
     /// refused.
@@ -69,6 +72,8 @@ pub enum ProfileError {
     UnknownAgent { name: String, known: String },
     #[error("model `{spec}`: {reason}")]
     BadModel { spec: String, reason: String },
+    #[error("agent `{name}` cannot run: {reason}")]
+    Unavailable { name: String, reason: String },
 }
 
 impl Profiles {
@@ -96,6 +101,7 @@ impl Profiles {
         };
         Profiles {
             agents,
+            unavailable: BTreeMap::new(),
             default,
             chains,
             overrides: Mutex::default(),
@@ -120,8 +126,22 @@ impl Profiles {
         self.agents.get(name)
     }
 
-    /// The agent `name`, or the error that lists the agents.
+    /// Agents of the configuration that cannot run: their turns end in
+    /// error with `reason`.
+    pub fn with_unavailable(mut self, unavailable: BTreeMap<String, String>) -> Profiles {
+        self.unavailable = unavailable;
+        self
+    }
+
+    /// The agent `name`, or the error that says why it cannot run or lists
+    /// the agents.
     pub fn agent(&self, name: &str) -> Result<&Arc<Profile>, ProfileError> {
+        if let Some(reason) = self.unavailable.get(name) {
+            return Err(ProfileError::Unavailable {
+                name: name.to_string(),
+                reason: reason.clone(),
+            });
+        }
         self.agents
             .get(name)
             .ok_or_else(|| ProfileError::UnknownAgent {

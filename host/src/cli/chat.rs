@@ -17,7 +17,6 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -27,31 +26,16 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::agent::{AgentArgs, session_key, start};
 use crate::bus::Filter;
 use crate::commands::{Commands, Handled};
+use crate::config::Config;
 use crate::home::Home;
-use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{
     Accepted, ApprovalRequested, DecidedBy, Event, EventBody, HookDecision, HookError,
     InterruptMode, LlmDelta, LlmResponse, LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn,
     Target, ToolCallBegin, ToolCallEnd, ToolCallSkipped, TurnEnd, TurnStatus,
 };
-use crate::scheduler::SchedulerConfig;
 
-pub async fn chat(
-    home: &Home,
-    plugin_dir: &Path,
-    load: LoadLimits,
-    args: &AgentArgs,
-    live: bool,
-) -> Result<ExitCode> {
-    let (core, _home) = start(
-        home,
-        plugin_dir,
-        load,
-        args,
-        true,
-        SchedulerConfig::default(),
-    )
-    .await?;
+pub async fn chat(home: &Home, config: &Config, args: &AgentArgs, live: bool) -> Result<ExitCode> {
+    let (core, _home) = start(home, config, true).await?;
     // Lossless: the terminal shows every event of the session, in order.
     let filter = Filter {
         session: Some(session_key(args, "chat")),
@@ -63,9 +47,12 @@ pub async fn chat(
     core.announce_plugins();
     let _watch = core.watch_plugins()?;
     let tools = core.tool_names();
+    let chain: Vec<String> = (config.running_agent().model.iter())
+        .map(|m| format!("{}:{}", m.provider, m.model))
+        .collect();
     println!(
         "wasmclaw chat: model {}, session {session} (continue it later with --session {session})",
-        args.model.as_deref().unwrap_or_default()
+        chain.join(",")
     );
     println!(
         "tools: {}",

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 
+use crate::config::Config;
 use crate::home::Home;
 use crate::plugin::policy::grants::{DirMode, FailMode};
-use crate::plugin::sandbox::cache::LoadLimits;
 use crate::plugin::units::{duration, size};
 use crate::plugin::{CallContext, PluginStatus, Plugins};
 
@@ -38,17 +38,21 @@ pub enum PluginsCommand {
 }
 
 impl PluginsCommand {
-    pub async fn run(self, home: &Home, dir: &Path, load: LoadLimits) -> Result<ExitCode> {
-        if let PluginsCommand::Adapter { file } = &self {
+    /// Runs the command with the plugin directory, load bounds and grants
+    /// defaults of `config` (`adapter` needs none: the command line writes
+    /// it without loading the configuration).
+    pub async fn run(&self, home: &Home, config: &Config) -> Result<ExitCode> {
+        if let PluginsCommand::Adapter { file } = self {
             write_adapter(file)?;
             return Ok(ExitCode::SUCCESS);
         }
-        let runtime = super::runtime(home, load)?;
+        let dir = config.plugins.dir.as_path();
+        let runtime = super::runtime(home, config)?;
         match self {
             PluginsCommand::List { json } => {
                 let plugins = Plugins::load_dir(runtime, dir).await;
                 let catalog = plugins.catalog();
-                if json {
+                if *json {
                     let list: Vec<_> = catalog.plugins.iter().map(|s| s.info()).collect();
                     println!("{}", serde_json::to_string_pretty(&list)?);
                 } else if catalog.plugins.is_empty() {
@@ -60,7 +64,7 @@ impl PluginsCommand {
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            PluginsCommand::Check { file } => match Plugins::load_file(&runtime, &file).await {
+            PluginsCommand::Check { file } => match Plugins::load_file(&runtime, file).await {
                 Ok(plugin) => {
                     let tools: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
                     let hooks: Vec<String> =
@@ -94,8 +98,8 @@ impl PluginsCommand {
                     call_id: "call-1".into(),
                     ..Default::default()
                 };
-                let result = plugins.call(&ctx, &tool, &args).await;
-                match (json, result) {
+                let result = plugins.call(&ctx, tool, args).await;
+                match (*json, result) {
                     (true, Ok(output)) => {
                         println!("{}", serde_json::json!({ "ok": output }));
                         Ok(ExitCode::SUCCESS)

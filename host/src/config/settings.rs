@@ -242,6 +242,13 @@ impl Default for ToolFilter {
 }
 
 impl ToolFilter {
+    /// Whether `pattern` is a tool name, or one with `*` standing for any
+    /// run of characters (`files_*`, `*`).
+    pub fn is_pattern(pattern: &str) -> bool {
+        let name = pattern.replace('*', "a");
+        pattern.len() <= 64 && crate::plugin::tools::is_valid_tool_name(&name)
+    }
+
     /// Whether the tool `name` is on offer: it matches an `allow` pattern
     /// and no `deny` pattern.
     pub fn allows(&self, name: &str) -> bool {
@@ -334,5 +341,33 @@ mod tests {
         assert!(!filter.allows("files_write"));
         assert!(!filter.allows_all());
         assert!(ToolFilter::default().allows_all());
+    }
+
+    #[test]
+    fn tool_filters_match_names_and_globs() {
+        let filter = ToolFilter {
+            allow: vec!["files_*".into(), "add".into(), "*_search".into()],
+            deny: vec!["files_delete".into()],
+        };
+        let allowed: Vec<&str> = [
+            "files_read",
+            "files_delete",
+            "add",
+            "adder",
+            "web_search",
+            "x",
+        ]
+        .into_iter()
+        .filter(|t| filter.allows(t))
+        .collect();
+        assert_eq!(allowed, ["files_read", "add", "web_search"]);
+        assert!(
+            glob_match("*", "anything")
+                && glob_match("a*b*c", "aXbYc")
+                && !glob_match("a*b*c", "aXcYb")
+        );
+        assert!(glob_match("ab*b", "abb") && !glob_match("ab*b", "ab"));
+        assert!(ToolFilter::is_pattern("files_*") && ToolFilter::is_pattern("*"));
+        assert!(!ToolFilter::is_pattern("files/*") && !ToolFilter::is_pattern(""));
     }
 }

@@ -51,17 +51,18 @@ impl Anthropic {
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, LlmError> {
         let Some(key) = &self.config.api_key else {
-            return Err(LlmError::new(
-                &self.name,
-                LlmErrorKind::Config,
-                "ANTHROPIC_API_KEY is not set",
-            ));
+            let message = match &self.config.api_key_env {
+                Some(var) => format!("{var} is not set"),
+                None => "no API key: the provider names no api_key_env".to_string(),
+            };
+            return Err(LlmError::new(&self.name, LlmErrorKind::Config, message));
         };
         let exchange = Exchange::new(&self.name, self.config.timeout, self.config.limits);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         let builder = (self.client.post(url))
             .header("x-api-key", key)
             .header("anthropic-version", API_VERSION)
+            .headers(self.config.headers.clone())
             .json(&request_body(&self.config, request));
         let response = exchange.send(builder).await?;
         let mut acc = Accumulator::new(&self.name, self.config.limits);
@@ -501,6 +502,8 @@ mod tests {
             model: "claude-test".into(),
             base_url: "http://localhost:1".into(),
             api_key: Some("k".into()),
+            api_key_env: Some(crate::llm::ANTHROPIC_API_KEY_VAR.into()),
+            headers: Default::default(),
             stream,
             timeout: Duration::from_secs(5),
             limits: CallLimits::default(),
@@ -875,19 +878,27 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_key_fails_before_sending() {
-        let provider = Anthropic::new(
-            ProviderConfig {
-                api_key: None,
-                ..config(true)
-            },
-            reqwest::Client::new(),
-        );
-        let error = provider
-            .chat(&ChatRequest::default(), &mut |_: &str| {})
-            .await
-            .unwrap_err();
-        assert_eq!(error.kind, LlmErrorKind::Config);
-        assert_eq!(error.message, "ANTHROPIC_API_KEY is not set");
-        assert_eq!(error.candidate, "anthropic:claude-test");
+        // The built-in provider's variable; one a configuration names; none.
+        for (var, message) in [
+            (Some("ANTHROPIC_API_KEY"), "ANTHROPIC_API_KEY is not set"),
+            (Some("LOCAL_KEY"), "LOCAL_KEY is not set"),
+            (None, "no API key: the provider names no api_key_env"),
+        ] {
+            let provider = Anthropic::new(
+                ProviderConfig {
+                    api_key: None,
+                    api_key_env: var.map(String::from),
+                    ..config(true)
+                },
+                reqwest::Client::new(),
+            );
+            let error = provider
+                .chat(&ChatRequest::default(), &mut |_: &str| {})
+                .await
+                .unwrap_err();
+            assert_eq!(error.kind, LlmErrorKind::Config);
+            assert_eq!(error.message, message);
+            assert_eq!(error.candidate, "anthropic:claude-test");
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! The fallback chain: the candidates a turn may use, in order of preference.
 //!
 //! A retryable failure (see [`LlmError::is_retryable`]) is tried again on the
-//! same candidate after an exponential backoff, or after the server's
+//! same candidate after an exponential backoff (less a random part of it,
+//! [`RetryPolicy::jitter`], so clients that failed together do not all
+//! come back at the same moment), or after the server's
 //! `retry-after` when that is longer, up to [`RetryPolicy::attempts`] times;
 //! then the candidate cools down and the next one is tried. A `retry-after`
 //! longer than the longest backoff moves on to the next candidate when there
@@ -38,6 +40,10 @@ pub struct RetryPolicy {
     /// The longest `retry-after` that is waited for; a longer one ends the
     /// candidate's tries.
     pub max_retry_after: Duration,
+    /// Up to this fraction (0 to 1) of each backoff is taken off at random:
+    /// 0.2 waits 80% to 100% of it; 0 waits exactly the backoff. A wait the
+    /// server asked for (`retry-after`) is never shortened.
+    pub jitter: f64,
 }
 
 impl Default for RetryPolicy {
@@ -48,12 +54,15 @@ impl Default for RetryPolicy {
             max_delay: Duration::from_secs(8),
             cooldown: Duration::from_secs(60),
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            jitter: DEFAULT_JITTER,
         }
     }
 }
 
 /// The longest `retry-after` waited for by default.
 pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The part of each backoff taken off at random by default.
+pub const DEFAULT_JITTER: f64 = 0.2;
 
 /// What to do after a retryable failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,6 +311,7 @@ impl Chain {
             .base_delay
             .saturating_mul(1 << (attempt - 1).min(16))
             .min(self.policy.max_delay);
+        let exponential = jittered(exponential, self.policy.jitter);
         match error.retry_after {
             // The server wants more time than we would wait: try elsewhere,
             // or, with nowhere else to go, wait as asked up to the limit.
@@ -313,11 +323,73 @@ impl Chain {
     }
 }
 
+/// `wait` less a random part of up to `jitter` of it.
+fn jittered(wait: Duration, jitter: f64) -> Duration {
+    if jitter.is_nan() || jitter <= 0.0 {
+        return wait;
+    }
+    // 53 random bits: a uniform number in [0, 1). Without randomness from
+    // the system, the full wait.
+    let unit = getrandom::u64().map_or(0.0, |bits| (bits >> 11) as f64 / (1u64 << 53) as f64);
+    wait.mul_f64(1.0 - jitter.min(1.0) * unit)
+}
+
 /// `provider:model` for a candidate named `provider:own-model` asked to use
 /// `model` instead.
 fn with_model(candidate: &str, model: Option<&str>) -> String {
     match (model, candidate.split_once(':')) {
         (Some(model), Some((provider, _))) => format!("{provider}:{model}"),
         _ => candidate.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{LlmErrorKind, ProviderConfig};
+
+    fn chain(jitter: f64) -> Chain {
+        let config = ProviderConfig::parse("openai:m", |_| None).unwrap();
+        let provider = Provider::new(config, crate::llm::http_client()).unwrap();
+        let policy = RetryPolicy {
+            base_delay: Duration::from_millis(1000),
+            max_delay: Duration::from_millis(8000),
+            attempts: 10,
+            jitter,
+            ..RetryPolicy::default()
+        };
+        Chain::new(vec![provider], policy)
+    }
+
+    fn wait(chain: &Chain, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let mut error = LlmError::new("openai:m", LlmErrorKind::Overloaded, "busy");
+        error.retry_after = retry_after;
+        match chain.backoff(attempt, &error, false) {
+            Next::Wait(wait) => wait,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn jitter_takes_a_random_part_off_the_backoff_and_none_off_a_servers_wait() {
+        let exact = chain(0.0);
+        assert_eq!(wait(&exact, 1, None), Duration::from_millis(1000));
+        assert_eq!(wait(&exact, 3, None), Duration::from_millis(4000));
+
+        let jittery = chain(0.5);
+        let waits: Vec<Duration> = (0..200).map(|_| wait(&jittery, 2, None)).collect();
+        assert!(
+            waits
+                .iter()
+                .all(|w| (Duration::from_millis(1000)..=Duration::from_millis(2000)).contains(w)),
+            "{waits:?}"
+        );
+        let distinct: std::collections::BTreeSet<_> = waits.iter().collect();
+        assert!(distinct.len() > 100, "{} distinct waits", distinct.len());
+        // Past the cap, the cap is jittered too: never longer than it.
+        assert!((0..50).all(|_| wait(&jittery, 9, None) <= Duration::from_millis(8000)));
+        // A server's `retry-after` longer than the backoff is waited in full.
+        let asked = Duration::from_millis(5000);
+        assert!((0..50).all(|_| wait(&jittery, 1, Some(asked)) == asked));
     }
 }

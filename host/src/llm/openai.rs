@@ -53,9 +53,8 @@ impl OpenAi {
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
         );
-        let mut builder = self
-            .client
-            .post(url)
+        let mut builder = (self.client.post(url))
+            .headers(self.config.headers.clone())
             .json(&request_body(&self.config, request));
         if let Some(key) = &self.config.api_key {
             builder = builder.bearer_auth(key);
@@ -448,6 +447,8 @@ mod tests {
             model: "gpt-test".into(),
             base_url: "http://localhost:1/v1".into(),
             api_key: None,
+            api_key_env: None,
+            headers: Default::default(),
             stream,
             timeout: Duration::from_secs(5),
             limits: CallLimits::default(),

@@ -133,7 +133,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         let bytes = read_component(&file, rt.cache().limits().max_file_bytes)?;
         let mut protected = rt.protected().to_vec();
         protected.extend(file.parent().map(Protected::plugin_dir));
-        let grants = Grants::for_plugin(&file, &protected, rt.secrets())?;
+        let grants = Grants::for_plugin(&file, &protected, rt.secrets(), rt.plugin_defaults())?;
         let (component, cache) = rt
             .cache()
             .load(rt.engine(), &bytes)

@@ -1,6 +1,7 @@
 //! What all plugins share: the engine, the linker with every host import,
-//! the compile cache, the paths no grant may reach, the operator's secrets
-//! and the descriptors all calls may hold together.
+//! the compile cache, the paths no grant may reach, the operator's secrets,
+//! the defaults of every grants file and the descriptors all calls may hold
+//! together.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use wasmtime::Engine;
 use wasmtime::component::Linker;
 
 use super::host;
+use super::policy::grants::PluginDefaults;
 use super::policy::protected::Protected;
 use super::policy::secrets::Secrets;
 use super::sandbox::cache::{CompileCache, Compiler, LoadLimits};
@@ -35,6 +37,9 @@ pub struct RuntimeConfig {
     /// Descriptors all plugin calls may hold together; `None`: half the
     /// process's open-file limit (see [`super::sandbox::descriptors`]).
     pub max_descriptors: Option<usize>,
+    /// Limits and hook settings of plugins whose grants file does not set
+    /// them, and the variables no grant may pass.
+    pub plugin_defaults: PluginDefaults,
 }
 
 impl Default for RuntimeConfig {
@@ -47,6 +52,7 @@ impl Default for RuntimeConfig {
             protected: Vec::new(),
             secrets: Arc::default(),
             max_descriptors: None,
+            plugin_defaults: PluginDefaults::default(),
         }
     }
 }
@@ -65,6 +71,7 @@ struct Inner {
     protected: Vec<Protected>,
     secrets: Arc<Secrets>,
     descriptors: Arc<DescriptorBudget>,
+    plugin_defaults: PluginDefaults,
     _ticker: EpochTicker,
 }
 
@@ -90,6 +97,7 @@ impl Runtime {
                 cache,
                 protected,
                 secrets: config.secrets,
+                plugin_defaults: config.plugin_defaults,
                 descriptors: match config.max_descriptors {
                     Some(n) => DescriptorBudget::new(n),
                     None => DescriptorBudget::for_process(),
@@ -112,6 +120,11 @@ impl Runtime {
 
     pub fn secrets(&self) -> &Arc<Secrets> {
         &self.inner.secrets
+    }
+
+    /// What a plugin gets where its grants file says nothing.
+    pub fn plugin_defaults(&self) -> &PluginDefaults {
+        &self.inner.plugin_defaults
     }
 
     /// Descriptors all plugin calls may hold together.

@@ -2,7 +2,9 @@
 //!
 //! Grants belong to the operator, not the plugin: they live in `NAME.toml` beside
 //! `NAME.wasm`. No file means no capabilities at all: no filesystem, no
-//! environment, no network, no stdin, and the default limits.
+//! environment, no network, no stdin, and the default limits. The defaults
+//! of `[limits]` and `[hooks]` are the configuration's `[plugins.limits]`
+//! and `[hooks]` ([`PluginDefaults`]); what a grants file sets wins.
 //!
 //! ```toml
 //! env = ["TZ"]                # environment variables passed through by name
@@ -40,7 +42,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::fields::{MAX_MEMORY_MIB, as_millis, check};
+use super::fields::{FieldError, MAX_MEMORY_MIB, as_millis, check};
 pub use super::hook_settings::{FailMode, HookSettings, HookSettingsToml};
 use super::network::{CredentialToml, NetworkGrant, NetworkToml};
 use super::protected::{Protected, overlap};
@@ -146,6 +148,20 @@ impl Default for Limits {
     }
 }
 
+/// What a plugin gets where its grants file says nothing, and what no
+/// grant may pass it: set by the configuration (`[plugins.limits]`,
+/// `[hooks]`, the variables that hold its providers' keys and the API
+/// token); built-in defaults and no variable without one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginDefaults {
+    pub limits: Limits,
+    pub hooks: HookSettings,
+    /// Variables that hold the host's keys under names the configuration
+    /// chose (`api_key_env`, `token_env`): like the host's own variables,
+    /// never passed to a plugin.
+    pub host_env: Vec<String>,
+}
+
 /// A directory the plugin may open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DirGrant {
@@ -214,29 +230,36 @@ impl Grants {
         wasm: &Path,
         protected: &[Protected],
         secrets: &Secrets,
+        defaults: &PluginDefaults,
     ) -> Result<Grants, String> {
         let sidecar = Self::sidecar_of(wasm);
         match std::fs::read_to_string(&sidecar) {
-            Ok(text) => Self::parse(&text, &sidecar, protected, secrets),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants::default()),
+            Ok(text) => Self::parse(&text, &sidecar, protected, secrets, defaults),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants {
+                limits: defaults.limits.clone(),
+                hooks: defaults.hooks.clone(),
+                ..Grants::default()
+            }),
             Err(e) => Err(format!("{}: cannot read: {e}", sidecar.display())),
         }
     }
 
-    /// Parses and resolves a grants file; relative directory paths are taken
-    /// from the file's folder.
+    /// Parses and resolves a grants file over `defaults`; relative directory
+    /// paths are taken from the file's folder.
     pub fn parse(
         text: &str,
         file: &Path,
         protected: &[Protected],
         secrets: &Secrets,
+        defaults: &PluginDefaults,
     ) -> Result<Grants, String> {
         let at = |msg: String| format!("{}: {msg}", file.display());
         let toml: GrantsToml = toml::from_str(text).map_err(|e| at(toml_error(&e)))?;
         let base = file.parent().unwrap_or(Path::new("."));
 
         for name in &toml.env {
-            super::env_grant::check(name).map_err(|e| at(format!("env: {e}")))?;
+            super::env_grant::check(name, &defaults.host_env)
+                .map_err(|e| at(format!("env: {e}")))?;
         }
 
         let mut dirs = Vec::new();
@@ -291,9 +314,9 @@ impl Grants {
         Ok(Grants {
             env: toml.env,
             dirs,
-            limits: resolve_limits(&toml.limits).map_err(at)?,
+            limits: resolve_limits(&toml.limits, &defaults.limits).map_err(|e| at(e.into()))?,
             spawn_subturn: toml.spawn_subturn,
-            hooks: HookSettings::resolve(&toml.hooks).map_err(at)?,
+            hooks: HookSettings::resolve(&toml.hooks, &defaults.hooks).map_err(|e| at(e.into()))?,
             approvals: (toml.approvals.rules.iter())
                 .map(|r| ApprovalRule {
                     tool: r.tool.clone(),
@@ -314,9 +337,11 @@ fn shared<S: serde::Serializer, T: Serialize>(value: &Arc<T>, s: S) -> Result<S:
     value.as_ref().serialize(s)
 }
 
-fn resolve_limits(t: &LimitsToml) -> Result<Limits, String> {
+/// `t` over `defaults`: what `t` sets wins. Also the check of the
+/// configuration's `[plugins.limits]`.
+pub fn resolve_limits(t: &LimitsToml, defaults: &Limits) -> Result<Limits, FieldError> {
     let check = |field: &str, value, min, max| check(&format!("limits.{field}"), value, min, max);
-    let d = Limits::default();
+    let d = defaults;
     Ok(Limits {
         memory_bytes: match t.memory_mib {
             Some(v) => check("memory_mib", v, 1, MAX_MEMORY_MIB)? << 20,
@@ -371,6 +396,7 @@ mod tests {
             Path::new("/plugins/demo.toml"),
             &[],
             &Secrets::default(),
+            &PluginDefaults::default(),
         )
     }
 
@@ -402,6 +428,7 @@ mod tests {
             Path::new("/p/demo.toml"),
             &[Protected::plugin_dir(&plugins)],
             &Secrets::default(),
+            &PluginDefaults::default(),
         )
         .unwrap_err();
         assert_eq!(
@@ -419,6 +446,48 @@ mod tests {
         let g = parse("").unwrap();
         assert!(g.env.is_empty() && g.dirs.is_empty());
         assert_eq!(g.limits, Limits::default());
+    }
+
+    #[test]
+    fn the_configurations_defaults_apply_where_a_grants_file_is_silent() {
+        let defaults = PluginDefaults {
+            limits: Limits {
+                memory_bytes: 8 << 20,
+                timeout: Duration::from_secs(2),
+                ..Limits::default()
+            },
+            hooks: HookSettings {
+                timeout: Duration::from_millis(10),
+                fail: Some(FailMode::Open),
+                ..HookSettings::default()
+            },
+            host_env: vec!["LOCAL_KEY".into()],
+        };
+        let parse = |text: &str| {
+            let file = Path::new("/plugins/demo.toml");
+            Grants::parse(text, file, &[], &Secrets::default(), &defaults)
+        };
+        let g = parse("[limits]\ntimeout_ms = 250\n[hooks]\nfail = \"closed\"\n").unwrap();
+        assert_eq!(
+            (g.limits.memory_bytes, g.limits.timeout),
+            (8 << 20, Duration::from_millis(250))
+        );
+        assert_eq!(
+            (g.hooks.timeout, g.hooks.fail),
+            (Duration::from_millis(10), Some(FailMode::Closed))
+        );
+        // No grants file: the defaults, and still no capabilities.
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("bare.wasm");
+        let g = Grants::for_plugin(&wasm, &[], &Secrets::default(), &defaults).unwrap();
+        assert_eq!((&g.limits, &g.hooks), (&defaults.limits, &defaults.hooks));
+        assert!(g.env.is_empty() && g.dirs.is_empty() && g.source.is_none());
+        // A variable the configuration names for a key is never granted.
+        let err = parse("env = [\"LOCAL_KEY\"]\n").unwrap_err();
+        assert!(
+            err.starts_with("/plugins/demo.toml: env: \"LOCAL_KEY\" is a key the host's configuration reads (api_key_env or token_env)"),
+            "{err}"
+        );
     }
 
     #[test]

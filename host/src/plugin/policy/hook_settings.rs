@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::fields::{MAX_MEMORY_MIB, as_millis, check};
+use super::fields::{FieldError, MAX_MEMORY_MIB, as_millis, check};
 use crate::plugin::subscriptions::HookPoint;
 
 /// `[hooks]` exactly as written.
@@ -72,12 +72,17 @@ impl HookSettings {
         }
     }
 
-    pub fn resolve(t: &HookSettingsToml) -> Result<HookSettings, String> {
+    /// `t` over `defaults` (the configuration's `[hooks]`, or the built-in
+    /// ones): what `t` sets wins.
+    pub fn resolve(
+        t: &HookSettingsToml,
+        defaults: &HookSettings,
+    ) -> Result<HookSettings, FieldError> {
         let check =
             |field: &str, value, min, max| check(&format!("hooks.{field}"), value, min, max);
-        let d = HookSettings::default();
+        let d = defaults;
         Ok(HookSettings {
-            priority: t.priority,
+            priority: t.priority.or(d.priority),
             timeout: match t.timeout_ms {
                 Some(v) => Duration::from_millis(check("timeout_ms", v, 1, 60_000)?),
                 None => d.timeout,
@@ -86,7 +91,7 @@ impl HookSettings {
                 Some(v) => check("memory_mib", v, 1, MAX_MEMORY_MIB)? << 20,
                 None => d.memory_bytes,
             },
-            fail: t.fail,
+            fail: t.fail.or(d.fail),
             queue: match t.queue {
                 Some(v) => check("queue", v, 1, 1 << 20)? as usize,
                 None => d.queue,
