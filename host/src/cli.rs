@@ -19,6 +19,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::config::overrides::{AgentFlags, PluginFlags, ServerFlags};
+use crate::config::watch::Loader;
 use crate::config::{Config, Overrides};
 use crate::home::Home;
 use crate::plugin::policy::protected::Protected;
@@ -141,15 +142,16 @@ impl Cli {
             .clone()
             .map(Home::at)
             .unwrap_or_else(Home::from_env);
-        let load = |agent: Option<&AgentFlags>, server: Option<&ServerFlags>| {
-            let overrides = Overrides {
+        let loader = |agent: Option<&AgentFlags>, server: Option<&ServerFlags>| Loader {
+            home: home.clone(),
+            explicit: self.config.clone(),
+            overrides: Overrides {
                 plugins: self.plugins.clone(),
                 agent: agent.cloned().unwrap_or_default(),
                 server: server.cloned().unwrap_or_default(),
-            };
-            let env = crate::config::process_env;
-            crate::config::load(&home, self.config.as_deref(), &overrides, &env)
+            },
         };
+        let load = |agent, server| loader(agent, server).load();
         match &self.command {
             Command::Run {
                 agent,
@@ -161,12 +163,14 @@ impl Cli {
                 agent::run(&home, &config, agent, *events, *approve, message).await
             }
             Command::Chat { agent, live } => {
-                let config = load(Some(&agent.flags), None)?;
-                chat::chat(&home, &config, agent, *live).await
+                let loader = loader(Some(&agent.flags), None);
+                let config = loader.load()?;
+                chat::chat(&home, &config, loader, agent, *live).await
             }
             Command::Serve(args) => {
-                let config = load(Some(&args.agent.flags), Some(&args.server))?;
-                serve::serve(&home, &config, args).await
+                let loader = loader(Some(&args.agent.flags), Some(&args.server));
+                let config = loader.load()?;
+                serve::serve(&home, &config, loader, args).await
             }
             Command::Turns { session, json } => turns::list(&home, session, *json).await,
             Command::Init { force } => init::run(&home, self.config.as_deref(), *force),

@@ -31,6 +31,8 @@
 //! - [`build`]: what a [`Config`] builds: model chains, the agent's,
 //!   scheduler's, server's and plugins' settings.
 //! - [`template`]: the commented file `wasmclaw init` writes.
+//! - [`watch`]: reload: the file watched, a valid change applied to turns
+//!   that start after it, an invalid one refused whole.
 //!
 //! A configuration that does not load is never used in part: [`load`]
 //! returns every fault, or a whole [`Config`].
@@ -47,6 +49,7 @@ pub mod settings;
 pub mod show;
 pub mod sources;
 pub mod template;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 

@@ -419,3 +419,113 @@ async fn the_openai_endpoint_lists_the_agents_as_models_and_runs_the_one_named()
     assert_eq!(fake.requests().len(), 3, "an unknown model asks no model");
     server.stop().await;
 }
+
+/// A home whose wasmclaw.toml has `default` and `coder` on the fake model,
+/// coder with an approval rule that asks for `echo`.
+fn cli_home(dir: &PluginDir, fake: &FakeModel) -> std::path::PathBuf {
+    let home = dir.scratch("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let file = format!(
+        "[providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\n\n[agents.default]\nmodel = \"local:m-default\"\nsystem_prompt = \"default\"\n\n[agents.coder]\nmodel = \"local:m-coder\"\nsystem_prompt = \"coder\"\ntools = {{ allow = [\"add\", \"echo\"] }}\n\n[agents.coder.approvals]\nrules = [{{ tool = \"echo\", permission = \"ask\" }}]\n",
+        fake.openai_base_url()
+    );
+    std::fs::write(home.join("wasmclaw.toml"), file).unwrap();
+    home
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_runs_each_command_from_its_input_and_the_model_sees_none() {
+    let fake = model(|_| Reply::text("ok")).await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let home = cli_home(&dir, &fake);
+    let plugins = dir.path().display().to_string();
+    let input = "/help\n/agent\n/agent coder\n/tools\nhello\n/usage\n/model local:big\nagain\n/session\n/bogus\n/quit\n";
+    let args = ["--plugins", plugins.as_str(), "chat", "--session", "c"];
+    let (code, out, err) = wasmclaw_tests::run_wasmclaw(&home, &[], &args, input).await;
+    assert_eq!(code, 0, "{err}");
+    // Piped input is not echoed: a reply follows the prompt on its line.
+    let indented: Vec<&str> = (out.lines())
+        .map(|l| l.trim_start_matches("> "))
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter(|l| !l.starts_with('/') && !l.starts_with("  ") && !l.starts_with('['))
+        .collect();
+    assert_eq!(
+        indented,
+        [
+            "agent default (agents: coder, default)",
+            "agent coder from the next turn on",
+            "add, echo",
+            "1 turns: 10 tokens in, 5 out; the last: 10 in, 5 out",
+            "model local:big from the next turn on",
+            "session c: agent coder, model local:big, policy steer, idle; 4 messages, 2 turns",
+            "unknown command /bogus; the commands are:",
+        ],
+        "{out}"
+    );
+    for line in HELP.lines() {
+        assert!(out.contains(&format!("  {line}\n")), "{line}: {out}");
+    }
+    let seen: Vec<(String, String, String)> = (fake.requests().iter())
+        .map(|r| {
+            let texts = roles_and_texts(&r.body);
+            let model = r.body["model"].as_str().unwrap().to_string();
+            (texts[0].1.clone(), texts.last().unwrap().1.clone(), model)
+        })
+        .collect();
+    let expected = [("coder", "hello", "m-coder"), ("coder", "again", "big")];
+    let expected: Vec<(String, String, String)> = (expected.iter())
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_approves_by_its_flag_and_without_a_terminal_denies_saying_why() {
+    let fake = model(|body| {
+        if wasmclaw_tests::fake_model::after_tool_result(body) {
+            let result = roles_and_texts(body).last().unwrap().1.clone();
+            Reply::text(format!("tool said: {result}"))
+        } else {
+            Reply::tool("c1", "echo", json!({"text": "hi"}))
+        }
+    })
+    .await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let home = cli_home(&dir, &fake);
+    let plugins = dir.path().display().to_string();
+    for (approve, answer, note) in [
+        (
+            "allow",
+            "tool said: hi",
+            "tool echo: allowed by --approve allow",
+        ),
+        (
+            "deny",
+            "tool said: error (denied): tool 'echo' was not approved: the user denied it (note: denied by --approve deny)",
+            "tool echo: denied by --approve deny",
+        ),
+        (
+            "ask",
+            "tool said: error (denied): tool 'echo' was not approved: the user denied it (note: no terminal to ask on: run with --approve allow or --approve deny)",
+            "tool echo: no terminal to ask on: run with --approve allow or --approve deny",
+        ),
+    ] {
+        let args = [
+            "--plugins",
+            plugins.as_str(),
+            "run",
+            "--agent",
+            "coder",
+            "--approve",
+            approve,
+            "-m",
+            "go",
+        ];
+        let (code, out, err) = wasmclaw_tests::run_wasmclaw(&home, &[], &args, "").await;
+        assert_eq!(code, 0, "{approve}: {err}");
+        assert_eq!(out.trim_end(), answer, "{approve}");
+        assert!(err.contains(note), "{approve}: {err}");
+    }
+}

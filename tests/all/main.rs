@@ -8,6 +8,7 @@ mod chat_control;
 mod cli;
 mod commands;
 mod config;
+mod config_reload;
 mod core;
 mod descriptors;
 mod examples;

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use wasmclaw::bus::Scope;
 use wasmclaw::protocol::{Event, EventBody, LlmDelta};
 use wasmclaw::server::ServerConfig;
-use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder, fake_model};
+use wasmclaw_tests::fake_model::{FakeModel, Gate, Options, Reply, Responder, fake_model};
 use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
 use wasmclaw_tests::{PluginDir, agents, eventually, wasmclaw_bin};
 
@@ -741,14 +741,17 @@ async fn bad_requests_get_a_json_error_and_the_server_goes_on() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
-    // The first reply waits, so the turn is running at shutdown; the last
-    // call, which may not use tools, answers at once.
-    let responder = Responder::new(|body: &Value| {
+    // The first reply waits at a gate, so the turn is running at shutdown
+    // until the test has seen the refusals; the last call, which may not
+    // use tools, answers at once.
+    let gate = Gate::default();
+    let held = gate.clone();
+    let responder = Responder::new(move |body: &Value| {
         if body["tool_choice"] == "none" {
             Reply::text("wrapped up")
         } else {
             let call = Reply::tool("c1", "add", json!({"a": 1, "b": 2}));
-            Reply::Delay(Duration::from_millis(1500), Box::new(call))
+            Reply::Gated(held.clone(), Box::new(call))
         }
     });
     let options = Options {
@@ -799,6 +802,7 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
             "the host is shutting down and takes no new messages"
         )
     );
+    gate.open();
     stopping.await.unwrap();
 
     let (status, answer) = waiter.await.unwrap();

@@ -143,17 +143,13 @@ pub async fn gate(
     let settings = &parent.spec.config().approvals;
     // The operator's rules first: their denial needs no one's answer.
     let (agents, rule) = settings.permission(&call.name);
-    let by_agent = || {
-        let rule = rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
-        format!("agent {agent_name}: {rule}")
-    };
+    let rule = rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
     let by_grants = "the grants of its plugin";
     let asked_by = match (agents, source.unwrap_or(Permission::Allow), hook) {
         (Permission::Deny, _, _) => {
             return Err(denied(format!(
-                "the approval policy of agent '{agent_name}' denies tool '{}' ({})",
-                call.name,
-                by_agent()
+                "the approval policy of agent '{agent_name}' denies tool '{}' ({rule})",
+                call.name
             )));
         }
         (_, Permission::Deny, _) => {
@@ -163,7 +159,7 @@ pub async fn gate(
             )));
         }
         (_, _, Some(AskedBy::Hook { hook, reason })) => format!("hook {hook}: {reason}"),
-        (Permission::Ask, _, _) => by_agent(),
+        (Permission::Ask, _, _) => format!("agent {agent_name}: {rule}"),
         (_, Permission::Ask, _) => by_grants.to_string(),
         (Permission::Allow, Permission::Allow, None) => return Ok(()),
     };

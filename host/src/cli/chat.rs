@@ -27,6 +27,7 @@ use super::agent::{AgentArgs, session_key, start};
 use crate::bus::Filter;
 use crate::commands::{Commands, Handled};
 use crate::config::Config;
+use crate::config::watch::Loader;
 use crate::home::Home;
 use crate::protocol::{
     Accepted, ApprovalRequested, DecidedBy, Event, EventBody, HookDecision, HookError,
@@ -34,8 +35,15 @@ use crate::protocol::{
     Target, ToolCallBegin, ToolCallEnd, ToolCallSkipped, TurnEnd, TurnStatus,
 };
 
-pub async fn chat(home: &Home, config: &Config, args: &AgentArgs, live: bool) -> Result<ExitCode> {
+pub async fn chat(
+    home: &Home,
+    config: &Config,
+    loader: Loader,
+    args: &AgentArgs,
+    live: bool,
+) -> Result<ExitCode> {
     let (core, _home) = start(home, config, true).await?;
+    let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
     // Lossless: the terminal shows every event of the session, in order.
     let filter = Filter {
         session: Some(session_key(args, "chat")),
@@ -46,12 +54,18 @@ pub async fn chat(home: &Home, config: &Config, args: &AgentArgs, live: bool) ->
     let mut events = core.subscribe(filter, None);
     core.announce_plugins();
     let _watch = core.watch_plugins()?;
-    let tools = core.tool_names();
-    let chain: Vec<String> = (config.running_agent().model.iter())
+    // The tools of the agent the session runs (its own, or the default).
+    let agent = (core.live(&session).and_then(|l| l.settings.agent))
+        .unwrap_or_else(|| core.default_agent());
+    let tools: Vec<String> = (core.agent_tools(&agent).unwrap_or_default().into_iter())
+        .map(|t| t.name)
+        .collect();
+    let settings = config.agents.get(&agent).unwrap_or(config.running_agent());
+    let chain: Vec<String> = (settings.model.iter())
         .map(|m| format!("{}:{}", m.provider, m.model))
         .collect();
     println!(
-        "wasmclaw chat: model {}, session {session} (continue it later with --session {session})",
+        "wasmclaw chat: agent {agent}, model {}, session {session} (continue it later with --session {session})",
         chain.join(",")
     );
     println!(

@@ -9,6 +9,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::agent::AgentArgs;
 use crate::config::Config;
 use crate::config::overrides::ServerFlags;
+use crate::config::watch::Loader;
 use crate::home::Home;
 use crate::server::{self, Api, auth};
 
@@ -25,7 +26,12 @@ pub struct ServeArgs {
     pub token: Option<String>,
 }
 
-pub async fn serve(home: &Home, config: &Config, args: &ServeArgs) -> Result<ExitCode> {
+pub async fn serve(
+    home: &Home,
+    config: &Config,
+    loader: Loader,
+    args: &ServeArgs,
+) -> Result<ExitCode> {
     if args.agent.session.is_some() {
         bail!("--session does not apply to serve: clients name sessions in the URL");
     }
@@ -51,6 +57,7 @@ pub async fn serve(home: &Home, config: &Config, args: &ServeArgs) -> Result<Exi
     // wait for it.
     let (core, _home) = super::agent::start(home, config, false).await?;
     let _watch = core.watch_plugins()?;
+    let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
     let listen = config.server.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
