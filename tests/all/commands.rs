@@ -529,3 +529,83 @@ async fn run_approves_by_its_flag_and_without_a_terminal_denies_saying_why() {
         assert!(err.contains(note), "{approve}: {err}");
     }
 }
+
+/// Reads `out` until `text` has appeared `times` times in all it read;
+/// what it read.
+async fn read_until(
+    out: &mut (impl tokio::io::AsyncRead + Unpin),
+    seen: &mut String,
+    text: &str,
+    times: usize,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    while seen.matches(text).count() < times {
+        let n = tokio::time::timeout(LIMIT, out.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("{text:?} did not come; seen:\n{seen}"))
+            .unwrap();
+        assert!(n > 0, "the output ended before {text:?}; seen:\n{seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_on_a_terminal_asks_about_a_call_and_takes_the_answer() {
+    use tokio::io::AsyncWriteExt;
+    let fake = model(|body| {
+        if wasmclaw_tests::fake_model::after_tool_result(body) {
+            let result = roles_and_texts(body).last().unwrap().1.clone();
+            Reply::text(format!("tool said: {result}"))
+        } else {
+            Reply::tool("c1", "echo", json!({"text": "hi"}))
+        }
+    })
+    .await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let home = cli_home(&dir, &fake);
+    // A real terminal: `script` runs chat on a pty and relays its input.
+    let command = format!(
+        "{} --plugins {} chat --agent coder --session t",
+        wasmclaw_tests::wasmclaw_bin().display(),
+        dir.path().display()
+    );
+    let mut child = tokio::process::Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .env("WASMCLAW_HOME", &home)
+        .env("RUST_LOG", "error")
+        .env_remove("WASMCLAW_MODEL")
+        .env_remove("WASMCLAW_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("script (util-linux) runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = String::new();
+    read_until(&mut out, &mut seen, "> ", 1).await;
+    stdin.write_all(b"go\n").await.unwrap();
+    read_until(&mut out, &mut seen, "[n] deny: ", 1).await;
+    assert!(
+        seen.contains("approve tool echo (agent coder: rule `echo`; until "),
+        "{seen}"
+    );
+    assert!(seen.contains("\"text\": \"hi\""), "{seen}");
+    // Not an answer: asked again; then for the session.
+    stdin.write_all(b"maybe\n").await.unwrap();
+    read_until(&mut out, &mut seen, "answer y, s, a or n", 1).await;
+    stdin.write_all(b"s\n").await.unwrap();
+    read_until(&mut out, &mut seen, "tool said: hi", 1).await;
+    // The session's decision answers the next call: no question.
+    stdin.write_all(b"go again\n").await.unwrap();
+    read_until(&mut out, &mut seen, "tool said: hi", 2).await;
+    stdin.write_all(b"/quit\n").await.unwrap();
+    let status = tokio::time::timeout(LIMIT, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{seen}");
+    assert_eq!(seen.matches("approve tool echo").count(), 1, "{seen}");
+}
