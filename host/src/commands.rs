@@ -115,15 +115,13 @@ impl<'a> Commands<'a> {
         new_session: impl FnOnce() -> String,
     ) -> Handled {
         let trimmed = text.trim_start();
+        if !trimmed.starts_with('/') || !self.takes_commands(session) {
+            return Handled::Message(text.to_string());
+        }
         if let Some(literal) = trimmed.strip_prefix("//") {
             return Handled::Message(format!("/{literal}"));
         }
-        let Some(line) = trimmed.strip_prefix('/') else {
-            return Handled::Message(text.to_string());
-        };
-        if !self.takes_commands(session) {
-            return Handled::Message(text.to_string());
-        }
+        let line = &trimmed[1..];
         let (name, arg) = match line.trim().split_once(char::is_whitespace) {
             Some((name, arg)) => (name, arg.trim()),
             None => (line.trim(), ""),

@@ -8,7 +8,7 @@ fn main() -> std::process::ExitCode {
         .enable_all()
         .build()
         .expect("starting the async runtime");
-    match runtime.block_on(cli.run()) {
+    let code = match runtime.block_on(cli.run()) {
         Ok(code) => code,
         Err(e) => {
             // Not `eprintln!`: on a closed stderr it would end the process
@@ -17,5 +17,9 @@ fn main() -> std::process::ExitCode {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
             std::process::ExitCode::FAILURE
         }
-    }
+    };
+    // A read of the terminal still waiting (an answer `chat` or `run` no
+    // longer needs) cannot be cancelled: the process does not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    code
 }

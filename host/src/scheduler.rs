@@ -346,6 +346,7 @@ impl Scheduler {
             Op::Approve {
                 session,
                 call_id,
+                turn_id,
                 decision,
                 scope,
                 note,
@@ -355,12 +356,9 @@ impl Scheduler {
                     scope,
                     note,
                 };
-                (self
-                    .inner
-                    .agent
-                    .approvals
-                    .decide(&session, &call_id, decided))
-                .map(|()| Accepted::Decided { call_id })
+                let approvals = &self.inner.agent.approvals;
+                (approvals.decide(&session, turn_id.as_deref(), &call_id, decided))
+                    .map(|()| Accepted::Decided { call_id })
             }
             Op::SetAgent { session, agent } => {
                 self.inner.agent.profiles().agent(&agent).map_err(invalid)?;
@@ -371,13 +369,16 @@ impl Scheduler {
             }
             Op::SetModel { session, model } => {
                 let model = model.filter(|m| !m.trim().is_empty());
+                if let Some(spec) = &model {
+                    // Built outside the session's lock (it may take a
+                    // while), for the agent the session runs now.
+                    let agent = self.live(&session).and_then(|l| l.settings.agent);
+                    let profiles = self.inner.agent.profiles();
+                    profiles
+                        .check_model(agent.as_deref(), spec)
+                        .map_err(invalid)?;
+                }
                 self.inner.set(&session, |settings| {
-                    if let Some(spec) = &model {
-                        let profiles = self.inner.agent.profiles();
-                        profiles
-                            .check_model(settings.agent.as_deref(), spec)
-                            .map_err(invalid)?;
-                    }
                     settings.model = model;
                     Ok(Accepted::SessionSet)
                 })

@@ -102,6 +102,7 @@ fn approve(session: &str, call_id: &str, decision: ApprovalDecision, scope: Appr
     Op::Approve {
         session: session.into(),
         call_id: call_id.into(),
+        turn_id: None,
         decision,
         scope,
         note: None,
@@ -179,7 +180,7 @@ async fn rules_allow_ask_and_deny_and_the_other_calls_run_while_one_waits() {
             call_id: "c-echo".into(),
             tool: "echo".into(),
             arguments: r#"{"text":"exactly this"}"#.into(),
-            asked_by: "agent default: rule `echo`".into(),
+            asked_by: "agent 'default', rule `echo`".into(),
             expires_at: pending.expires_at.clone(),
         }
     );
@@ -199,7 +200,7 @@ async fn rules_allow_ask_and_deny_and_the_other_calls_run_while_one_waits() {
         ended["c-fail"],
         (
             false,
-            "error (denied): the approval policy of agent 'default' denies tool 'fail' (rule `f*`)"
+            "error (denied): the approval policy denies tool 'fail' (agent 'default', rule `f*`)"
                 .to_string()
         )
     );
@@ -329,7 +330,7 @@ async fn session_and_always_decisions_are_kept_and_always_ones_outlast_the_proce
         .unwrap();
     assert_eq!(
         last_a,
-        "error (denied): tool 'echo' was not approved: the user denied it before, for every such call"
+        "error (denied): tool 'echo' was not approved: it was denied before, for every such call"
     );
     tokio::time::timeout(LIMIT, core.shut_down(Duration::ZERO))
         .await
@@ -595,7 +596,7 @@ async fn a_hundred_sessions_wait_and_are_decided_over_http_in_random_order() {
         let expected = if i % 2 == 0 {
             "hi".to_string()
         } else {
-            format!("error (denied): tool 'echo' was not approved: the user denied it (note: n{i})")
+            format!("error (denied): tool 'echo' was not approved: it was denied (note: n{i})")
         };
         assert_eq!(result, expected, "w{i}");
     }
@@ -738,7 +739,7 @@ async fn a_hook_asks_beside_a_hook_built_for_0_1_and_a_rule_that_denies_needs_no
         outputs(&seen)["c1"],
         (
             false,
-            "error (denied): the approval policy of agent 'default' denies tool 'echo' (rule `echo`)"
+            "error (denied): the approval policy denies tool 'echo' (agent 'default', rule `echo`)"
                 .to_string()
         )
     );
@@ -795,7 +796,59 @@ async fn a_plugins_grants_may_ask_or_deny_and_the_stricter_rule_applies() {
         ended["c-echo"],
         (
             false,
-            "error (denied): tool 'echo' was not approved: the user denied it".to_string()
+            "error (denied): tool 'echo' was not approved: it was denied".to_string()
         )
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subturn_run_as_another_agent_is_bound_by_its_parents_approval_rules() {
+    // The parent (agent `restricted`, which denies `echo`) starts a child as
+    // `helper` (which allows everything); the child calls `echo`.
+    let respond = |body: &Value| {
+        let texts = roles_and_texts(body);
+        let is_child = texts.iter().any(|(_, t)| t == "echo it");
+        if after_tool_result(body) || body["tool_choice"] == "none" {
+            let last = texts.last().unwrap().1.clone();
+            Reply::text(if is_child { last } else { "done".to_string() })
+        } else if is_child {
+            Reply::tool("c-child", "echo", json!({"text": "from the child"}))
+        } else {
+            Reply::tool(
+                "c-parent",
+                "subagent",
+                json!({"task": "echo it", "agent": "helper"}),
+            )
+        }
+    };
+    let options = Options {
+        responder: Some(Responder::new(respond)),
+        ..Options::default()
+    };
+    let fake = FakeModel::start_with(options, []).await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let agents = vec![
+        profile(
+            "restricted",
+            &fake,
+            "m",
+            rules(&[("echo", Permission::Deny)], LIMIT),
+        ),
+        profile("helper", &fake, "m", rules(&[], LIMIT)),
+    ];
+    let (core, mut events) = core_of_agents(
+        dir.load().await,
+        profiles(&fake, agents, "restricted"),
+        Store::open_in_memory().unwrap(),
+        SchedulerConfig::default(),
+    );
+    let (_, outcome) = core.run(message("s")).await.unwrap();
+    assert_eq!(outcome.unwrap().answer.as_deref(), Some("done"));
+    let ended = outputs(&drain(&mut events));
+    let denied =
+        "error (denied): the approval policy denies tool 'echo' (agent 'restricted', rule `echo`)";
+    assert_eq!(ended["c-child"], (false, denied.to_string()));
+    // The child's answer (the denial it read) is the parent's tool result.
+    assert_eq!(ended["c-parent"], (true, denied.to_string()));
 }

@@ -503,12 +503,12 @@ async fn run_approves_by_its_flag_and_without_a_terminal_denies_saying_why() {
         ),
         (
             "deny",
-            "tool said: error (denied): tool 'echo' was not approved: the user denied it (note: denied by --approve deny)",
+            "tool said: error (denied): tool 'echo' was not approved: it was denied (note: denied by --approve deny)",
             "tool echo: denied by --approve deny",
         ),
         (
             "ask",
-            "tool said: error (denied): tool 'echo' was not approved: the user denied it (note: no terminal to ask on: run with --approve allow or --approve deny)",
+            "tool said: error (denied): tool 'echo' was not approved: it was denied (note: no terminal to ask on: run with --approve allow or --approve deny)",
             "tool echo: no terminal to ask on: run with --approve allow or --approve deny",
         ),
     ] {
@@ -589,7 +589,7 @@ async fn chat_on_a_terminal_asks_about_a_call_and_takes_the_answer() {
     stdin.write_all(b"go\n").await.unwrap();
     read_until(&mut out, &mut seen, "[n] deny: ", 1).await;
     assert!(
-        seen.contains("approve tool echo (agent coder: rule `echo`; until "),
+        seen.contains("approve tool echo (agent 'coder', rule `echo`; until "),
         "{seen}"
     );
     assert!(seen.contains("\"text\": \"hi\""), "{seen}");

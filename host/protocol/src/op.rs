@@ -49,6 +49,10 @@ pub enum Op {
     Approve {
         session: String,
         call_id: String,
+        /// The turn that asked; needed only when two turns of the session
+        /// (a turn and its SubTurns) wait with the same call id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
         decision: ApprovalDecision,
         #[serde(default)]
         scope: ApprovalScope,

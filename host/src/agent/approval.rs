@@ -64,15 +64,23 @@ struct Waiting {
     scope: Scope,
 }
 
-/// The calls waiting for a decision, by (session, call id). Shared by every
-/// turn of the agent.
+/// Which call waits: a call id is the model's, unique in its reply, so the
+/// turn names the reply.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    session: String,
+    turn_id: String,
+    call_id: String,
+}
+
+/// The calls waiting for a decision. Shared by every turn of the agent.
 #[derive(Default)]
 pub struct Approvals {
-    waiting: Mutex<HashMap<(String, String), Waiting>>,
+    waiting: Mutex<HashMap<Key, Waiting>>,
 }
 
 impl Approvals {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Waiting>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Waiting>> {
         // Inserts and removes only: never half-written.
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -87,16 +95,41 @@ impl Approvals {
         pending
     }
 
-    /// Decides the call `call_id` of `session`: refused unless it waits.
-    pub fn decide(&self, session: &str, call_id: &str, decision: Decision) -> Result<(), Refused> {
-        let key = (session.to_string(), call_id.to_string());
+    /// Decides the call `call_id` of `session` (of the turn `turn_id`,
+    /// needed only when two turns of the session wait with the same call
+    /// id): refused unless it waits.
+    pub fn decide(
+        &self,
+        session: &str,
+        turn_id: Option<&str>,
+        call_id: &str,
+        decision: Decision,
+    ) -> Result<(), Refused> {
         let mut waiting = self.lock();
-        let Some(call) = waiting.remove(&key) else {
-            return Err(Refused::NotWaiting(format!(
-                "no tool call '{call_id}' of session '{session}' waits for approval: it was \
-                 decided, timed out or stopped, or never asked"
-            )));
+        let matching: Vec<Key> = (waiting.keys())
+            .filter(|k| k.session == session && k.call_id == call_id)
+            .filter(|k| turn_id.is_none_or(|t| k.turn_id == t))
+            .cloned()
+            .collect();
+        let key = match matching.as_slice() {
+            [key] => key.clone(),
+            [] => {
+                return Err(Refused::NotWaiting(format!(
+                    "no tool call '{call_id}' of session '{session}' waits for approval: it \
+                     was decided, timed out or stopped, or never asked"
+                )));
+            }
+            several => {
+                let turns: Vec<&str> = several.iter().map(|k| k.turn_id.as_str()).collect();
+                return Err(Refused::Invalid(format!(
+                    "tool call '{call_id}' waits in {} turns of session '{session}' ({}): name \
+                     the turn",
+                    turns.len(),
+                    turns.join(", ")
+                )));
+            }
         };
+        let call = waiting.remove(&key).expect("found under the lock");
         drop(waiting);
         publish_decided(
             &call.bus,
@@ -112,7 +145,7 @@ impl Approvals {
 
     /// Ends the wait of `key` as a denial `by` a timeout or an interrupt:
     /// false if a decision took it first.
-    fn take(&self, key: &(String, String), by: DecidedBy) -> bool {
+    fn take(&self, key: &Key, by: DecidedBy) -> bool {
         let Some(call) = self.lock().remove(key) else {
             return false;
         };
@@ -140,15 +173,28 @@ pub async fn gate(
     hook: Option<AskedBy>,
 ) -> Result<(), ToolError> {
     let agent_name = &parent.spec.profile.name;
-    let settings = &parent.spec.config().approvals;
-    // The operator's rules first: their denial needs no one's answer.
-    let (agents, rule) = settings.permission(&call.name);
-    let rule = rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
+    // The rules of this turn's agent, then those of the other agents above
+    // it (a SubTurn started as another agent): the strictest applies, and a
+    // denial needs no one's answer.
+    let own = [(agent_name.as_str(), &parent.spec.config().approvals)];
+    let outer = (parent.spec.outer_approvals.iter()).map(|(name, rules)| (name.as_str(), rules));
+    let (mut permission, mut by) = (Permission::Allow, String::new());
+    let mut timeout = parent.spec.config().approvals.timeout;
+    for (name, rules) in own.into_iter().chain(outer) {
+        let (p, rule) = rules.permission(&call.name);
+        let rule = rule.map_or("its default".to_string(), |r| format!("rule `{}`", r.tool));
+        if p == Permission::Ask {
+            timeout = timeout.min(rules.timeout);
+        }
+        if p > permission {
+            (permission, by) = (p, format!("agent '{name}', {rule}"));
+        }
+    }
     let by_grants = "the grants of its plugin";
-    let asked_by = match (agents, source.unwrap_or(Permission::Allow), hook) {
+    let asked_by = match (permission, source.unwrap_or(Permission::Allow), &hook) {
         (Permission::Deny, _, _) => {
             return Err(denied(format!(
-                "the approval policy of agent '{agent_name}' denies tool '{}' ({rule})",
+                "the approval policy denies tool '{}' ({by})",
                 call.name
             )));
         }
@@ -159,23 +205,28 @@ pub async fn gate(
             )));
         }
         (_, _, Some(AskedBy::Hook { hook, reason })) => format!("hook {hook}: {reason}"),
-        (Permission::Ask, _, _) => format!("agent {agent_name}: {rule}"),
+        (Permission::Ask, _, _) => by,
         (_, Permission::Ask, _) => by_grants.to_string(),
         (Permission::Allow, Permission::Allow, None) => return Ok(()),
     };
     let agent = &parent.agent;
     let session = &parent.control.session;
     let scope = parent.control.scope();
-    let kept = agent
-        .store
-        .kept_approval(session, agent_name, &call.name)
-        .await
-        .map_err(|e| {
-            ToolError::new(
-                ErrorKind::Internal,
-                format!("could not read the kept approval decisions: {e:#}"),
-            )
-        })?;
+    // A hook asks about this call's arguments: a decision kept for the
+    // tool does not answer it.
+    let kept = match hook {
+        Some(_) => None,
+        None => (agent
+            .store
+            .kept_approval(session, agent_name, &call.name)
+            .await)
+            .map_err(|e| {
+                ToolError::new(
+                    ErrorKind::Internal,
+                    format!("could not read the kept approval decisions: {e:#}"),
+                )
+            })?,
+    };
     if let Some((kept_scope, decision)) = kept {
         let decided = Decision {
             decision,
@@ -195,7 +246,6 @@ pub async fn gate(
         return outcome(call, &decided, DecidedBy::Remembered);
     }
 
-    let timeout = settings.timeout;
     let expires_at = humantime::format_rfc3339_millis(SystemTime::now() + timeout).to_string();
     let info = PendingApproval {
         session: session.clone(),
@@ -206,17 +256,33 @@ pub async fn gate(
         asked_by: asked_by.clone(),
         expires_at: expires_at.clone(),
     };
-    let key = (session.clone(), call.id.clone());
+    let key = Key {
+        session: session.clone(),
+        turn_id: parent.control.id.clone(),
+        call_id: call.id.clone(),
+    };
     let (tx, rx) = oneshot::channel();
     {
         let mut waiting = agent.approvals.lock();
         if waiting.contains_key(&key) {
             return Err(denied(format!(
-                "call id '{}' already waits for approval in session '{session}'; a call id \
-                 must be unique while it waits",
+                "call id '{}' already waits for approval in this turn; a call id must be \
+                 unique while it waits",
                 call.id
             )));
         }
+        // Published under the lock: no decision can come before the
+        // request is on the bus.
+        agent.bus.publish(
+            &scope,
+            EventBody::ApprovalRequested(ApprovalRequested {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: arguments.to_string(),
+                asked_by,
+                expires_at,
+            }),
+        );
         let bus = agent.bus.clone();
         let scope = scope.clone();
         waiting.insert(
@@ -233,16 +299,6 @@ pub async fn gate(
         approvals: &agent.approvals,
         key,
     };
-    agent.bus.publish(
-        &scope,
-        EventBody::ApprovalRequested(ApprovalRequested {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            arguments: arguments.to_string(),
-            asked_by,
-            expires_at,
-        }),
-    );
     let control = &parent.control;
     let mut rx = rx;
     let ended = tokio::select! {
@@ -307,8 +363,8 @@ fn outcome(call: &ToolCall, decided: &Decision, by: DecidedBy) -> Result<(), Too
         return Ok(());
     }
     let why = match by {
-        DecidedBy::User => "the user denied it".to_string(),
-        DecidedBy::Remembered => "the user denied it before, for every such call".to_string(),
+        DecidedBy::User => "it was denied".to_string(),
+        DecidedBy::Remembered => "it was denied before, for every such call".to_string(),
         DecidedBy::Timeout => "nobody approved it in time".to_string(),
         DecidedBy::Interrupt => "the turn was interrupted while it waited".to_string(),
     };
@@ -343,7 +399,7 @@ fn publish_decided(
 /// the call leaves the table and its `approval_decided` is published.
 struct WaitGuard<'a> {
     approvals: &'a Approvals,
-    key: (String, String),
+    key: Key,
 }
 
 impl Drop for WaitGuard<'_> {

@@ -162,21 +162,22 @@ impl Profiles {
             return Ok(base.clone());
         };
         let key = (base.name.clone(), spec.to_string());
-        let mut overrides = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(profile) = overrides.get(&key) {
+        let lock = || self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(profile) = lock().get(&key) {
             return Ok(profile.clone());
         }
+        // Built with no lock held: a slow build holds up no other session.
         let chain = self.build_chain(spec, base)?;
         let profile = Arc::new(Profile {
             name: base.name.clone(),
             chain: Arc::new(chain),
             config: base.config.clone(),
         });
+        let mut overrides = lock();
         if overrides.len() >= MAX_OVERRIDES {
             overrides.clear();
         }
-        overrides.insert(key, profile.clone());
-        Ok(profile)
+        Ok(overrides.entry(key).or_insert(profile).clone())
     }
 
     /// Checks that `spec` builds a chain for `agent` (before a session

@@ -242,7 +242,9 @@ impl Parent {
                 mode,
                 agent: spec.profile.name.clone(),
                 model: spec.model.clone(),
-                tools: spec.tools.as_ref().map(|t| t.iter().cloned().collect()),
+                // What the child gets: its own agent's filter applied.
+                tools: (spec.tools.as_ref())
+                    .map(|t| t.iter().filter(|n| spec.allows(n)).cloned().collect()),
                 critical: request.critical,
             }),
         );
@@ -314,13 +316,17 @@ impl Parent {
             }
         };
         let requested = request.agent.as_deref().filter(|a| !a.trim().is_empty());
+        let mut outer_approvals = self.spec.outer_approvals.clone();
         let (profile, model) = match requested {
             Some(name) if name != self.spec.profile.name => {
                 let other =
                     (self.spec.profiles.agent(name)).map_err(|e| invalid(format!("agent: {e}")))?;
-                // Another agent's tools, within this turn's: a child never
+                // Another agent's tools, within this turn's, and its calls
+                // within this agent's approval rules too: a child never
                 // reaches what its parent could not.
                 tools.get_or_insert_with(|| Arc::new(mine()));
+                let parent = &self.spec.profile;
+                outer_approvals.push((parent.name.clone(), parent.config.approvals.clone()));
                 let profile = Arc::new(Profile {
                     name: other.name.clone(),
                     chain: other.chain.clone(),
@@ -335,7 +341,7 @@ impl Parent {
         };
         let max = MAX_TIMEOUT.as_secs();
         let timeout = match request.timeout_s {
-            None => self.spec.config().subturns.default_timeout,
+            None => profile.config.subturns.default_timeout,
             Some(s) if s > 0.0 && s <= max as f64 => Duration::from_secs_f64(s),
             Some(_) => {
                 return Err(invalid(format!(
@@ -349,6 +355,7 @@ impl Parent {
         let spec = TurnSpec {
             profiles: self.spec.profiles.clone(),
             profile,
+            outer_approvals,
             model: (request.model.clone())
                 .filter(|m| !m.trim().is_empty())
                 .or(model),

@@ -257,8 +257,10 @@ async fn call_with_hooks(parent: &Parent, call: &ToolCall) -> Result<String, Too
         ToolGate::Denied(error) => return Err(error),
     };
     super::arguments::check_object(&call.name, &arguments)?;
-    let source = found.as_ref().ok().and_then(Found::permission);
-    super::approval::gate(parent, call, &arguments, source, asked).await?;
+    // An unknown tool is not put to anyone: its error is the outcome.
+    if let Ok(tool) = &found {
+        super::approval::gate(parent, call, &arguments, tool.permission(), asked).await?;
+    }
     let outcome = match found {
         Ok(tool) => {
             let caller = Caller {

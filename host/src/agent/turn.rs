@@ -53,6 +53,7 @@ use super::profile::{Profile, Profiles};
 use super::refusals::Refusals;
 use super::subturn::{self, Parent};
 use super::{Agent, AgentConfig, TurnOutcome};
+use crate::config::ApprovalSettings;
 
 /// Added to the request (not the history), as a system message, on the
 /// last allowed iteration.
@@ -81,6 +82,10 @@ pub struct TurnSpec {
     pub profiles: Arc<Profiles>,
     /// The agent this turn runs as.
     pub profile: Arc<Profile>,
+    /// The approval rules of the other agents above it in its tree (a
+    /// SubTurn started as another agent): a call passes the strictest of
+    /// them and its own agent's.
+    pub outer_approvals: Vec<(String, ApprovalSettings)>,
     /// A model name for the chain's providers (None: their own).
     pub model: Option<String>,
     /// The tools it may use beyond the agent's filter (None: all the agent
@@ -97,6 +102,7 @@ impl TurnSpec {
             token_budget: profile.config.token_budget,
             profiles,
             profile,
+            outer_approvals: Vec::new(),
             model: None,
             tools: None,
             deadline: None,

@@ -1,6 +1,5 @@
 //! `wasmclaw run` and `wasmclaw chat`: turns from the command line.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -11,6 +10,7 @@ use clap::Args;
 use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::approvals::{Questions, decision_op};
 use crate::agent::Agent;
 use crate::bus::{EventBus, Filter};
 use crate::config::Config;
@@ -19,8 +19,8 @@ use crate::core::Core;
 use crate::home::{Home, HomeLock};
 use crate::plugin::Plugins;
 use crate::protocol::{
-    Accepted, ApprovalDecision, ApprovalRequested, ApprovalScope, Event, EventBody, InterruptMode,
-    Op, Target, TurnStatus,
+    Accepted, ApprovalDecision, ApprovalScope, Event, EventBody, InterruptMode, Op, Target,
+    TurnStatus,
 };
 use crate::store::Store;
 
@@ -112,7 +112,7 @@ pub async fn run(
     };
     // Calls waiting for the person at the terminal, the first one asked.
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
-    let mut asking: VecDeque<ApprovalRequested> = VecDeque::new();
+    let mut asking = Questions::default();
     let mut answers = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     // The turn's end, then the session idle: its SubTurns (and the turns
     // their late results start) finish before the host does.
@@ -122,18 +122,16 @@ pub async fn run(
             biased;
             Some(event) = events.recv() => {
                 print(&event);
-                let EventBody::ApprovalRequested(request) = &event.body else { continue };
                 if event.session.as_deref() != Some(session.as_str()) {
                     continue;
                 }
+                if approve == Approve::Ask && terminal {
+                    let (question, note) = asking.event(&event);
+                    say(note.map(|n| format!("{n}\n")).into_iter().chain(question));
+                    continue;
+                }
+                let EventBody::ApprovalRequested(request) = &event.body else { continue };
                 let (decision, note) = match approve {
-                    Approve::Ask if terminal => {
-                        asking.push_back(request.clone());
-                        if asking.len() == 1 {
-                            ask(&asking[0]);
-                        }
-                        continue;
-                    }
                     Approve::Ask => (
                         ApprovalDecision::Deny,
                         "no terminal to ask on: run with --approve allow or --approve deny",
@@ -141,19 +139,19 @@ pub async fn run(
                     Approve::Allow => (ApprovalDecision::Allow, "allowed by --approve allow"),
                     Approve::Deny => (ApprovalDecision::Deny, "denied by --approve deny"),
                 };
-                let _ = writeln!(std::io::stderr(), "tool {}: {note}", request.tool);
-                decide(&core, &session, request, decision, ApprovalScope::Once, Some(note)).await;
+                say([format!("tool {}: {note}\n", request.tool)]);
+                let turn_id = event.turn_id.clone();
+                let op = decision_op(&session, turn_id, request, decision, ApprovalScope::Once, Some(note));
+                decide(&core, op).await;
             }
             line = answers.next_line(), if !asking.is_empty() => {
                 let line = line?.unwrap_or_default();
-                let Some((decision, scope)) = super::approvals::answer(&line) else {
-                    let _ = write!(std::io::stderr(), "answer y, s, a or n: ");
-                    continue;
-                };
-                let request = asking.pop_front().expect("asking");
-                decide(&core, &session, &request, decision, scope, None).await;
-                if let Some(next) = asking.front() {
-                    ask(next);
+                match asking.answer(&session, &line, None) {
+                    Ok((op, next)) => {
+                        decide(&core, op).await;
+                        say(next);
+                    }
+                    Err(again) => say([format!("{again}: ")]),
                 }
             }
             outcome = watch.ended(), if end.is_none() => {
@@ -197,30 +195,20 @@ pub async fn run(
     }
 }
 
-/// Puts the question about a waiting call on stderr.
-fn ask(request: &ApprovalRequested) {
-    let _ = write!(std::io::stderr(), "{}", super::approvals::question(request));
-    let _ = std::io::stderr().flush();
+/// Writes `texts` on stderr (not `eprint!`: a note that cannot be written
+/// must not end the run).
+fn say(texts: impl IntoIterator<Item = String>) {
+    let mut stderr = std::io::stderr();
+    for text in texts {
+        let _ = write!(stderr, "{text}");
+    }
+    let _ = stderr.flush();
 }
 
 /// Sends a decision; one that comes too late (the call timed out or its
 /// turn stopped) is said on stderr.
-async fn decide(
-    core: &Core,
-    session: &str,
-    request: &ApprovalRequested,
-    decision: ApprovalDecision,
-    scope: ApprovalScope,
-    note: Option<&str>,
-) {
-    let op = Op::Approve {
-        session: session.to_string(),
-        call_id: request.call_id.clone(),
-        decision,
-        scope,
-        note: note.map(String::from),
-    };
+async fn decide(core: &Core, op: Op) {
     if let Err(refused) = core.submit(op).await {
-        let _ = writeln!(std::io::stderr(), "tool {}: {refused}", request.tool);
+        say([format!("{refused}\n")]);
     }
 }

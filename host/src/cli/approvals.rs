@@ -2,13 +2,16 @@
 //! decisions the store keeps, and how `run` and `chat` ask a person about a
 //! call that waits (the question, and reading the answer).
 
+use std::collections::VecDeque;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
 
 use crate::home::Home;
-use crate::protocol::{ApprovalDecision, ApprovalRequested, ApprovalScope};
+use crate::protocol::{
+    ApprovalDecision, ApprovalRequested, ApprovalScope, DecidedBy, Event, EventBody, Op,
+};
 use crate::store::Store;
 
 #[derive(Subcommand, Debug)]
@@ -101,6 +104,88 @@ fn on_tool(tool: &Option<String>) -> String {
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// The calls waiting for an answer typed on this terminal, in the order
+/// they asked: the first is the one asked now. `run` and `chat` keep one.
+#[derive(Default)]
+pub struct Questions {
+    queue: VecDeque<(Option<String>, ApprovalRequested)>,
+}
+
+impl Questions {
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The call asked about now.
+    pub fn current(&self) -> Option<&ApprovalRequested> {
+        self.queue.front().map(|(_, r)| r)
+    }
+
+    /// Takes in an event of the session: a call that asks joins the queue;
+    /// one that ended without an answer from here (it timed out, its turn
+    /// stopped) leaves it. What to say: the question to put now, if the
+    /// current one changed, and a note about a call that left.
+    pub fn event(&mut self, event: &Event) -> (Option<String>, Option<String>) {
+        match &event.body {
+            EventBody::ApprovalRequested(request) => {
+                self.queue
+                    .push_back((event.turn_id.clone(), request.clone()));
+                let first = self.queue.len() == 1;
+                (first.then(|| question(request)), None)
+            }
+            EventBody::ApprovalDecided(decided) if decided.by != DecidedBy::User => {
+                let at = (self.queue.iter())
+                    .position(|(turn, r)| r.call_id == decided.call_id && *turn == event.turn_id);
+                let Some(at) = at else {
+                    return (None, None);
+                };
+                self.queue.remove(at);
+                let why = match decided.by {
+                    DecidedBy::Timeout => "nobody approved it in time",
+                    _ => "the turn stopped",
+                };
+                let note = format!("tool {} not approved: {why}", decided.tool);
+                let next = (at == 0).then(|| self.current().map(question)).flatten();
+                (next, Some(note))
+            }
+            _ => (None, None),
+        }
+    }
+
+    /// The decision a typed `line` gives the current call, and the question
+    /// to put next; `Err`: the line is not an answer.
+    pub fn answer(
+        &mut self,
+        session: &str,
+        line: &str,
+        note: Option<&str>,
+    ) -> Result<(Op, Option<String>), &'static str> {
+        let (decision, scope) = answer(line).ok_or("answer y, s, a or n")?;
+        let (turn_id, request) = self.queue.pop_front().ok_or("nothing is asked")?;
+        let op = decision_op(session, turn_id, &request, decision, scope, note);
+        Ok((op, self.current().map(question)))
+    }
+}
+
+/// The op that decides `request` (of the turn `turn_id`) of `session`.
+pub fn decision_op(
+    session: &str,
+    turn_id: Option<String>,
+    request: &ApprovalRequested,
+    decision: ApprovalDecision,
+    scope: ApprovalScope,
+    note: Option<&str>,
+) -> Op {
+    Op::Approve {
+        session: session.to_string(),
+        call_id: request.call_id.clone(),
+        turn_id,
+        decision,
+        scope,
+        note: note.map(String::from),
+    }
 }
 
 /// The question put to a person about a waiting call: the tool, its

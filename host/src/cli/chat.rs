@@ -15,7 +15,6 @@
 //! text was shown and is asked again (`llm_retry` with `discard_partial`), a
 //! marker line under that text says it is void; the answer follows.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -24,15 +23,16 @@ use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::agent::{AgentArgs, session_key, start};
+use super::approvals::Questions;
 use crate::bus::Filter;
 use crate::commands::{Commands, Handled};
 use crate::config::Config;
 use crate::config::watch::Loader;
 use crate::home::Home;
 use crate::protocol::{
-    Accepted, ApprovalRequested, DecidedBy, Event, EventBody, HookDecision, HookError,
-    InterruptMode, LlmDelta, LlmResponse, LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn,
-    Target, ToolCallBegin, ToolCallEnd, ToolCallSkipped, TurnEnd, TurnStatus,
+    Accepted, Event, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse,
+    LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,
+    ToolCallSkipped, TurnEnd, TurnStatus,
 };
 
 pub async fn chat(
@@ -86,7 +86,7 @@ pub async fn chat(
     let mut input_open = true;
     let mut interrupts = 0;
     // Calls waiting for an answer typed here, the first one asked.
-    let mut asking: VecDeque<ApprovalRequested> = VecDeque::new();
+    let mut asking = Questions::default();
     screen.prompt();
     loop {
         tokio::select! {
@@ -97,30 +97,12 @@ pub async fn chat(
                     busy = true;
                 }
                 screen.show(&event);
-                match &event.body {
-                    EventBody::ApprovalRequested(request) => {
-                        asking.push_back(request.clone());
-                        if asking.len() == 1 {
-                            screen.ask(&asking[0]);
-                        }
-                    }
-                    // Ended without an answer from here (timed out, the
-                    // turn stopped): no longer asked.
-                    EventBody::ApprovalDecided(decided) if decided.by != DecidedBy::User => {
-                        let Some(at) = asking.iter().position(|r| r.call_id == decided.call_id) else {
-                            continue;
-                        };
-                        asking.remove(at);
-                        let by = match decided.by {
-                            DecidedBy::Timeout => "nobody approved it in time",
-                            _ => "the turn stopped",
-                        };
-                        screen.note(&format!("tool {} not approved: {by}", decided.tool));
-                        if at == 0 && let Some(next) = asking.front() {
-                            screen.ask(next);
-                        }
-                    }
-                    _ => {}
+                let (question, note) = asking.event(&event);
+                if let Some(note) = note {
+                    screen.note(&note);
+                }
+                if let Some(question) = question {
+                    screen.ask(&question);
                 }
             }
             _ = core.until_idle(&session), if busy => {
@@ -153,24 +135,17 @@ pub async fn chat(
             }
             line = lines.next_line(), if input_open && (live || !busy || !asking.is_empty()) => {
                 let line = line?;
-                if let Some(request) = asking.front() {
-                    let Some((decision, scope)) = super::approvals::answer(line.as_deref().unwrap_or_default()) else {
-                        screen.note("answer y, s, a or n");
-                        continue;
-                    };
-                    let op = Op::Approve {
-                        session: session.clone(),
-                        call_id: request.call_id.clone(),
-                        decision,
-                        scope,
-                        note: None,
-                    };
-                    if let Err(refused) = core.submit(op).await {
-                        screen.note(&refused.to_string());
-                    }
-                    asking.pop_front();
-                    if let Some(next) = asking.front() {
-                        screen.ask(next);
+                if !asking.is_empty() {
+                    match asking.answer(&session, line.as_deref().unwrap_or_default(), None) {
+                        Ok((op, next)) => {
+                            if let Err(refused) = core.submit(op).await {
+                                screen.note(&refused.to_string());
+                            }
+                            if let Some(next) = next {
+                                screen.ask(&next);
+                            }
+                        }
+                        Err(again) => screen.note(again),
                     }
                     continue;
                 }
@@ -190,14 +165,23 @@ pub async fn chat(
                 let text = match Commands::new(&core).handle(&session, text, new_key).await {
                     Handled::Message(text) => text,
                     Handled::Command(outcome) => {
-                        screen.reply(&outcome.reply);
-                        if let Some(key) = outcome.new_session {
-                            // The old session's turn, if one runs, goes on
-                            // unseen; this chat follows the new one.
-                            let filter = Filter { session: Some(key.clone()), ..Default::default() };
-                            events = core.subscribe(filter, None);
-                            session = key;
-                            busy = false;
+                        match outcome.new_session {
+                            // A running turn would go on unseen.
+                            Some(_) if busy => screen.note("a turn is running: /stop or /abort it first"),
+                            Some(key) => {
+                                screen.reply(&outcome.reply);
+                                // The new session runs the agent this one runs.
+                                if let Some(agent) = core.live(&session).and_then(|l| l.settings.agent) {
+                                    let op = Op::SetAgent { session: key.clone(), agent };
+                                    if let Err(refused) = core.submit(op).await {
+                                        screen.note(&refused.to_string());
+                                    }
+                                }
+                                let filter = Filter { session: Some(key.clone()), ..Default::default() };
+                                events = core.subscribe(filter, None);
+                                session = key;
+                            }
+                            None => screen.reply(&outcome.reply),
                         }
                         if !busy {
                             screen.prompt();
@@ -244,9 +228,9 @@ impl Screen {
     }
 
     /// The question about a call that waits for approval.
-    fn ask(&mut self, request: &ApprovalRequested) {
+    fn ask(&mut self, question: &str) {
         self.end_line();
-        print!("  {}", super::approvals::question(request));
+        print!("  {question}");
         let _ = std::io::stdout().flush();
     }
 

@@ -11,10 +11,14 @@ use super::settings::{AgentSettings, Config, ModelRef};
 use crate::agent::AgentConfig;
 use crate::agent::profile::{Profile, Profiles};
 use crate::llm::scripted::ScriptError;
-use crate::llm::{Chain, Provider, ProviderConfig};
+use crate::llm::{Chain, Provider, ProviderConfig, ProviderKind};
 use crate::plugin::policy::grants::PluginDefaults;
 use crate::scheduler::SchedulerConfig;
 use crate::server::ServerConfig;
+
+/// The longest `/model` spec a session may give, and its most candidates.
+pub const MAX_OVERRIDE_SPEC: usize = 512;
+pub const MAX_OVERRIDE_CANDIDATES: usize = 8;
 
 /// Why an agent's model chain cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -139,7 +143,24 @@ impl Config {
         }
         let config = self.clone();
         let chains = move |spec: &str, base: &Profile| {
+            if spec.len() > MAX_OVERRIDE_SPEC {
+                return Err(format!("longer than {MAX_OVERRIDE_SPEC} bytes"));
+            }
             let models = super::resolve::parse_chain(spec, &config.providers)?;
+            if models.len() > MAX_OVERRIDE_CANDIDATES {
+                return Err(format!("more than {MAX_OVERRIDE_CANDIDATES} candidates"));
+            }
+            // A session's client names the spec: it may not make the host
+            // read a file.
+            let scripted = models
+                .iter()
+                .find(|m| config.providers[&m.provider].kind == ProviderKind::Scripted);
+            if let Some(m) = scripted {
+                return Err(format!(
+                    "provider `{}` plays a file: only the configuration may name one",
+                    m.provider
+                ));
+            }
             let mut settings = (*config.agents[&base.name]).clone();
             settings.model = models;
             config.chain(&settings, &env).map_err(|e| e.to_string())

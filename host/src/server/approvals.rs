@@ -26,6 +26,9 @@ use crate::protocol::{Accepted, ApprovalDecision, ApprovalScope, Op};
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     pub decision: ApprovalDecision,
+    /// Needed only when two turns of the session wait with this call id.
+    #[serde(default)]
+    pub turn_id: Option<String>,
     #[serde(default)]
     pub scope: ApprovalScope,
     #[serde(default)]
@@ -48,6 +51,7 @@ pub async fn decide(
     let op = Op::Approve {
         session,
         call_id,
+        turn_id: body.turn_id,
         decision: body.decision,
         scope: body.scope,
         note: body.note.filter(|n| !n.trim().is_empty()),

@@ -630,3 +630,34 @@ fn approvals_take_a_default_a_timeout_and_rules_in_order() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn a_session_model_override_names_configured_providers_and_never_a_file() {
+    let text = "[agents.default]\nmodel = \"openai:gpt-4o-mini\"\n";
+    let config = Fixture::new(text, &[])
+        .load(&Overrides::default(), &[])
+        .unwrap();
+    let profiles = std::sync::Arc::new(config).profiles(|_| None).unwrap();
+    assert!(
+        profiles
+            .check_model(None, "openai:gpt-4o, anthropic:claude-haiku-4-5")
+            .is_ok()
+    );
+    let refused = |spec: &str| profiles.check_model(None, spec).unwrap_err().to_string();
+    assert_eq!(
+        refused("scripted:/etc/passwd"),
+        "model `scripted:/etc/passwd`: provider `scripted` plays a file: only the configuration may name one"
+    );
+    assert!(
+        refused("nope:x").starts_with("model `nope:x`: unknown provider `nope`"),
+        "{}",
+        refused("nope:x")
+    );
+    let many = ["openai:m"; 9].join(",");
+    assert_eq!(
+        refused(&many),
+        format!("model `{many}`: more than 8 candidates")
+    );
+    let long = format!("openai:{}", "m".repeat(600));
+    assert!(refused(&long).ends_with(": longer than 512 bytes"));
+}
