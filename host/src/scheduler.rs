@@ -2,10 +2,11 @@
 //!
 //! Every front end submits [`Op`]s here, through [`crate::core::Core`]. The
 //! scheduler keeps a table of sessions (each with its settings: policy,
-//! named agent, model; its running turn and its queue of follow-ups); the turns themselves run through
-//! [`crate::agent::task`], which keeps the table of live turns by id
-//! (top-level turns and SubTurns), so every steer and interrupt reaches the
-//! turn it names, never "whichever turn is active".
+//! named agent, model; its running turn and its queue of follow-ups); the
+//! turns themselves run through [`crate::agent::task`], which keeps the
+//! table of live turns by id (top-level turns and SubTurns), so every steer
+//! and interrupt reaches the turn it names, never "whichever turn is
+//! active".
 //!
 //! - A session's turns run strictly in arrival order, one at a time: the
 //!   first message of an idle session starts a turn; when it ends, the next
@@ -21,9 +22,9 @@
 //!   turn end in error (`config`), naming the agents there are.
 //! - A message for a busy session steers its running turn (policy `steer`,
 //!   the default) or waits as a follow-up turn (policy `follow_up`); a
-//!   session that set no policy has its agent's. Steering
-//!   a turn that is already ending, or winding down after a graceful
-//!   interrupt, queues the message instead. Queues are bounded; a full one
+//!   session that set no policy has its agent's. Steering a turn that is
+//!   already ending, or winding down after a graceful interrupt, queues the
+//!   message instead. Queues are bounded; a full one
 //!   refuses the message, so nothing is dropped silently.
 //! - Steering a turn never took in (it ended at its iteration limit, or
 //!   failed) runs as follow-ups, first in the queue.
