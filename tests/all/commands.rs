@@ -55,6 +55,17 @@ async fn command(core: &Core, session: &str, text: &str) -> Outcome {
     }
 }
 
+/// (system prompt, last message, model) of each request `fake` received.
+fn asked(fake: &FakeModel) -> Vec<[String; 3]> {
+    (fake.requests().iter())
+        .map(|r| {
+            let texts = roles_and_texts(&r.body);
+            let model = r.body["model"].as_str().unwrap().to_string();
+            [texts[0].1.clone(), texts.last().unwrap().1.clone(), model]
+        })
+        .collect()
+}
+
 fn done(command: &str, reply: &str) -> Outcome {
     Outcome {
         command: command.into(),
@@ -207,18 +218,10 @@ async fn each_command_answers_changes_what_it_says_and_never_reaches_the_model()
 
     // Only "hello" and "wait" reached the model, "hello" with the session's
     // model, both with coder's prompt.
-    let seen: Vec<(String, String, String)> = (fake.requests().iter())
-        .map(|r| {
-            let texts = roles_and_texts(&r.body);
-            let model = r.body["model"].as_str().unwrap().to_string();
-            (texts[0].1.clone(), texts.last().unwrap().1.clone(), model)
-        })
-        .collect();
-    let expected = [("coder", "hello", "big"), ("coder", "wait", "m-coder")];
-    let expected: Vec<(String, String, String)> = (expected.iter())
-        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
-        .collect();
-    assert_eq!(seen, expected);
+    assert_eq!(
+        asked(&fake),
+        [["coder", "hello", "big"], ["coder", "wait", "m-coder"]]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -466,18 +469,10 @@ async fn chat_runs_each_command_from_its_input_and_the_model_sees_none() {
     for line in HELP.lines() {
         assert!(out.contains(&format!("  {line}\n")), "{line}: {out}");
     }
-    let seen: Vec<(String, String, String)> = (fake.requests().iter())
-        .map(|r| {
-            let texts = roles_and_texts(&r.body);
-            let model = r.body["model"].as_str().unwrap().to_string();
-            (texts[0].1.clone(), texts.last().unwrap().1.clone(), model)
-        })
-        .collect();
-    let expected = [("coder", "hello", "m-coder"), ("coder", "again", "big")];
-    let expected: Vec<(String, String, String)> = (expected.iter())
-        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
-        .collect();
-    assert_eq!(seen, expected);
+    assert_eq!(
+        asked(&fake),
+        [["coder", "hello", "m-coder"], ["coder", "again", "big"]]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
