@@ -22,8 +22,10 @@
 //! - [`refusals`]: the loop rule: a turn that repeats a refused tool call.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the tool
-//! registry over them and the built-ins, the model chain, the event bus, the
-//! session store and the table of live turns. The hooks are built once per
+//! registry over them and the built-ins, the named agents of the current
+//! configuration ([`profile`]: each turn takes a snapshot), the event bus,
+//! the session store, the table of live turns and the calls waiting for
+//! approval. The hooks are built once per
 //! plugin set and rebuilt after a reload. Front ends submit turns through
 //! [`crate::core::Core`] (which runs them on the
 //! [`crate::scheduler::Scheduler`]) and follow them there;

@@ -161,15 +161,8 @@ impl<'a> Commands<'a> {
     /// Whether the agent `session` runs takes commands.
     fn takes_commands(&self, session: &str) -> bool {
         let profiles = self.core.profiles();
-        let name = self.agent_of(session);
+        let name = self.core.session_agent(session);
         profiles.get(&name).is_none_or(|p| p.config.commands)
-    }
-
-    /// The agent `session` runs (the default one when it chose none).
-    fn agent_of(&self, session: &str) -> String {
-        (self.core.live(session))
-            .and_then(|live| live.settings.agent)
-            .unwrap_or_else(|| self.core.default_agent())
     }
 
     async fn agent(&self, session: &str, arg: &str) -> Outcome {
@@ -178,7 +171,7 @@ impl<'a> Commands<'a> {
             let agents: Vec<&str> = profiles.names().collect();
             let reply = format!(
                 "agent {} (agents: {})",
-                self.agent_of(session),
+                self.core.session_agent(session),
                 agents.join(", ")
             );
             return ok("agent", reply);
@@ -196,7 +189,7 @@ impl<'a> Commands<'a> {
             let model = self.core.live(session).and_then(|l| l.settings.model);
             let reply = match model {
                 Some(model) => format!("model {model} (the session's own)"),
-                None => format!("model of agent {}", self.agent_of(session)),
+                None => format!("model of agent {}", self.core.session_agent(session)),
             };
             return ok("model", reply);
         }
@@ -216,7 +209,7 @@ impl<'a> Commands<'a> {
     }
 
     fn tools(&self, session: &str) -> Outcome {
-        let agent = self.agent_of(session);
+        let agent = self.core.session_agent(session);
         match self.core.agent_tools(&agent) {
             Ok(tools) if tools.is_empty() => ok("tools", format!("agent {agent} offers no tool")),
             Ok(tools) => {
@@ -283,7 +276,7 @@ impl<'a> Commands<'a> {
 
     async fn session(&self, session: &str) -> Outcome {
         let live = self.core.live(session).unwrap_or_default();
-        let agent = self.agent_of(session);
+        let agent = self.core.session_agent(session);
         let model = live.settings.model.as_deref().unwrap_or("the agent's");
         let (history, turns) = match (
             self.core.history(session).await,

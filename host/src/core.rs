@@ -305,6 +305,13 @@ impl Core {
         self.profiles().default_name().to_string()
     }
 
+    /// The agent `session` runs: its own, or the default when it chose none.
+    pub fn session_agent(&self, session: &str) -> String {
+        (self.live(session))
+            .and_then(|live| live.settings.agent)
+            .unwrap_or_else(|| self.default_agent())
+    }
+
     /// The tools the agent `name` offers now (its filter over every tool on
     /// offer), in the order the model sees them.
     pub fn agent_tools(&self, name: &str) -> Result<Vec<ToolDef>, ProfileError> {

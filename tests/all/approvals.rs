@@ -109,6 +109,22 @@ fn approve(session: &str, call_id: &str, decision: ApprovalDecision, scope: Appr
     }
 }
 
+/// Starts a turn on `session`: its id.
+async fn started(core: &Core, session: &str) -> String {
+    match core.submit(message(session)).await {
+        Ok(Accepted::Started { turn_id }) => turn_id,
+        other => panic!("not started: {other:?}"),
+    }
+}
+
+/// How the turn `turn_id` ended (within [`LIMIT`]).
+async fn ended_turn(core: &Core, turn_id: &str) -> wasmclaw::agent::TurnOutcome {
+    tokio::time::timeout(LIMIT, core.wait_turn(turn_id))
+        .await
+        .expect("the turn ends in time")
+        .unwrap()
+}
+
 async fn waiting(core: &Core, session: &str) -> PendingApproval {
     let mut pending = Vec::new();
     let found = wasmclaw_tests::eventually(LIMIT, || {
@@ -168,9 +184,7 @@ async fn rules_allow_ask_and_deny_and_the_other_calls_run_while_one_waits() {
         LIMIT,
     );
     let (core, mut events, _dir) = start(&fake, config, Store::open_in_memory().unwrap()).await;
-    let Ok(Accepted::Started { turn_id }) = core.submit(message("s")).await else {
-        panic!("not started");
-    };
+    let turn_id = started(&core, "s").await;
     let pending = waiting(&core, "s").await;
     assert_eq!(
         pending,
@@ -222,10 +236,7 @@ async fn rules_allow_ask_and_deny_and_the_other_calls_run_while_one_waits() {
             call_id: "c-echo".into()
         })
     );
-    let outcome = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
-        .await
-        .unwrap()
-        .unwrap();
+    let outcome = ended_turn(&core, &turn_id).await;
     assert_eq!(outcome.answer.as_deref(), Some("done"));
     let all = drain(&mut events);
     let seen: Vec<_> = seen.into_iter().chain(all).collect();
@@ -356,16 +367,11 @@ async fn session_and_always_decisions_are_kept_and_always_ones_outlast_the_proce
         .revoke_approvals(ApprovalScope::Always, "default", Some("echo"))
         .await;
     assert_eq!(revoked.unwrap(), 1);
-    let Ok(Accepted::Started { turn_id }) = core.submit(message("e")).await else {
-        panic!("not started");
-    };
+    let turn_id = started(&core, "e").await;
     let pending = waiting(&core, "e").await;
     assert_eq!(pending.tool, "echo");
     core.submit(approve("e", "c1", Allow, Once)).await.unwrap();
-    tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
-        .await
-        .unwrap()
-        .unwrap();
+    ended_turn(&core, &turn_id).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -410,10 +416,7 @@ async fn a_wait_ends_denied_at_its_timeout_and_at_an_interrupt() {
             mode,
         };
         core.submit(op).await.unwrap();
-        let outcome = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
-            .await
-            .unwrap()
-            .unwrap();
+        let outcome = ended_turn(&core, &turn_id).await;
         assert_eq!(outcome.status, status, "{mode:?}: {outcome:?}");
         assert!(core.pending_approvals(session).is_empty());
         let seen = drain(&mut events);
@@ -462,10 +465,7 @@ async fn approvals_racing_timeouts_and_interrupts_have_one_outcome_each() {
             )),
             racing
         );
-        let outcome = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
-            .await
-            .unwrap()
-            .unwrap();
+        let outcome = ended_turn(&core, &turn_id).await;
         let seen: Vec<Arc<Event>> = drain(&mut events)
             .into_iter()
             .filter(|e| e.session.as_deref() == Some(session.as_str()))
@@ -624,9 +624,7 @@ async fn a_subturns_call_asks_on_its_root_session_with_the_subturns_turn_id() {
     let fake = FakeModel::start_with(options, []).await;
     let config = rules(&[("echo", Permission::Ask)], LIMIT);
     let (core, mut events, _dir) = start(&fake, config, Store::open_in_memory().unwrap()).await;
-    let Ok(Accepted::Started { turn_id }) = core.submit(message("root")).await else {
-        panic!("not started");
-    };
+    let turn_id = started(&core, "root").await;
     let pending = waiting(&core, "root").await;
     assert_eq!(pending.call_id, "c-child");
     assert_ne!(pending.turn_id, turn_id, "the SubTurn's own id");
@@ -645,10 +643,7 @@ async fn a_subturns_call_asks_on_its_root_session_with_the_subturns_turn_id() {
         ApprovalScope::Once,
     );
     core.submit(op).await.unwrap();
-    let outcome = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
-        .await
-        .unwrap()
-        .unwrap();
+    let outcome = ended_turn(&core, &turn_id).await;
     assert_eq!(outcome.answer.as_deref(), Some("done"));
     let seen = drain(&mut events);
     assert_eq!(
@@ -686,9 +681,7 @@ async fn a_hook_asks_beside_a_hook_built_for_0_1_and_a_rule_that_denies_needs_no
         Store::open_in_memory().unwrap(),
         SchedulerConfig::default(),
     );
-    let Ok(Accepted::Started { turn_id }) = core.submit(message("k")).await else {
-        panic!("not started");
-    };
+    let turn_id = started(&core, "k").await;
     let pending = waiting(&core, "k").await;
     assert_eq!(pending.asked_by, "hook asker: it writes");
     assert_eq!(pending.arguments, r#"{"text":"rewritten by 0.1"}"#);
@@ -700,10 +693,7 @@ async fn a_hook_asks_beside_a_hook_built_for_0_1_and_a_rule_that_denies_needs_no
     ))
     .await
     .unwrap();
-    tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
-        .await
-        .unwrap()
-        .unwrap();
+    ended_turn(&core, &turn_id).await;
     let seen = drain(&mut events);
     assert_eq!(outputs(&seen)["c1"], (true, "rewritten by 0.1".to_string()));
     let verdicts: Vec<(String, &str)> = (seen.iter())
@@ -767,9 +757,7 @@ async fn a_plugins_grants_may_ask_or_deny_and_the_stricter_rule_applies() {
         Store::open_in_memory().unwrap(),
         SchedulerConfig::default(),
     );
-    let Ok(Accepted::Started { turn_id }) = core.submit(message("g")).await else {
-        panic!("not started");
-    };
+    let turn_id = started(&core, "g").await;
     let pending = waiting(&core, "g").await;
     assert_eq!(
         (pending.call_id.as_str(), pending.asked_by.as_str()),
@@ -783,10 +771,7 @@ async fn a_plugins_grants_may_ask_or_deny_and_the_stricter_rule_applies() {
     ))
     .await
     .unwrap();
-    tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
-        .await
-        .unwrap()
-        .unwrap();
+    ended_turn(&core, &turn_id).await;
     let ended = outputs(&drain(&mut events));
     assert_eq!(
         ended["c-add"],

@@ -297,32 +297,20 @@ async fn the_http_api_runs_commands_and_takes_an_agent_with_a_first_message() {
             .json(&body)
             .send()
     };
-    let answer: Value = post("h", json!({"content": "/agent coder"}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ask = async |session: &str, body: Value| -> Value {
+        post(session, body).await.unwrap().json().await.unwrap()
+    };
+    let answer: Value = ask("h", json!({"content": "/agent coder"})).await;
     assert_eq!(
         answer,
         json!({"command": "agent", "reply": "agent coder from the next turn on", "ok": true})
     );
-    let answer: Value = post("h", json!({"content": "/tools"}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer: Value = ask("h", json!({"content": "/tools"})).await;
     assert_eq!(
         answer,
         json!({"command": "tools", "reply": "add, echo", "ok": true})
     );
-    let answer: Value = post("h", json!({"content": "/nope"}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer: Value = ask("h", json!({"content": "/nope"})).await;
     assert_eq!(answer["ok"], false);
     assert!(
         answer["reply"]
@@ -330,12 +318,7 @@ async fn the_http_api_runs_commands_and_takes_an_agent_with_a_first_message() {
             .unwrap()
             .starts_with("unknown command /nope; the commands are:\n")
     );
-    let answer: Value = post("h", json!({"content": "/new"}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer: Value = ask("h", json!({"content": "/new"})).await;
     let fresh = answer["new_session"].as_str().unwrap().to_string();
     assert!(fresh.starts_with("s-"), "{answer}");
     assert_eq!(answer["reply"], format!("new session {fresh}"));

@@ -55,8 +55,7 @@ pub async fn chat(
     core.announce_plugins();
     let _watch = core.watch_plugins()?;
     // The tools of the agent the session runs (its own, or the default).
-    let agent = (core.live(&session).and_then(|l| l.settings.agent))
-        .unwrap_or_else(|| core.default_agent());
+    let agent = core.session_agent(&session);
     let tools: Vec<String> = (core.agent_tools(&agent).unwrap_or_default().into_iter())
         .map(|t| t.name)
         .collect();

@@ -326,7 +326,7 @@ pub async fn show(
         "key": key,
         "busy": live.busy,
         "policy": live.policy,
-        "agent": live.settings.agent.as_deref().unwrap_or(&core.default_agent()),
+        "agent": core.session_agent(&key),
         "model": live.settings.model,
         "active": live.active,
         "queued": queued,
