@@ -168,7 +168,7 @@ impl Cli {
                 chat::chat(&home, &config, loader, agent, *live).await
             }
             Command::Serve(args) => {
-                let loader = loader(Some(&args.agent.flags), Some(&args.server));
+                let loader = loader(Some(&args.agent), Some(&args.server));
                 let config = loader.load()?;
                 serve::serve(&home, &config, loader, args).await
             }

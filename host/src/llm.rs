@@ -117,6 +117,8 @@ pub const PROVIDER_ENV: [&str; 4] = [
 
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// A local Ollama server's OpenAI-compatible API (the `ollama` provider).
+pub const OLLAMA_BASE_URL: &str = "http://127.0.0.1:11434/v1";
 
 impl ProviderConfig {
     /// `provider:model`, e.g. `openai:gpt-4o-mini`: how a candidate is named

@@ -187,7 +187,8 @@ async fn run_exits_non_zero_when_the_model_refuses() {
     assert_eq!((code, out.as_str()), (1, ""));
     assert_eq!(
         err,
-        "error: the turn ended error: openai:m: HTTP 401 Unauthorized: Incorrect API key provided\n"
+        "error: the turn ended error: openai:m: HTTP 401 Unauthorized: Incorrect API key provided \
+         (no key was sent: OPENAI_API_KEY is not set)\n"
     );
 }
 

@@ -53,7 +53,7 @@ async fn init_writes_a_file_that_checks_and_keeps_it_unless_forced() {
         (code, out, err),
         (
             0,
-            format!("{h}/wasmclaw.toml: ok (1 agent, 3 providers)\n"),
+            format!("{h}/wasmclaw.toml: ok (1 agent, 4 providers)\n"),
             String::new()
         )
     );
@@ -96,7 +96,7 @@ async fn config_check_prints_every_fault_of_a_bad_file_and_exits_1() {
         err.lines().collect::<Vec<_>>(),
         [
             format!(
-                "{f}:2:9: agents.coder.model: unknown provider `opnai`; did you mean `openai`? (expected one of: anthropic, openai, scripted)"
+                "{f}:2:9: agents.coder.model: unknown provider `opnai`; did you mean `openai`? (expected one of: anthropic, ollama, openai, scripted)"
             ),
             format!("{f}:3:18: agents.coder.max_iterations: expected 1 to 10000, found 0"),
             format!(
@@ -407,4 +407,41 @@ async fn extra_headers_reach_both_wire_formats() {
             .collect();
         assert_eq!(versions, ["2099-01-01"], "{wire}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ollama_models_reach_a_local_server_without_the_openai_key() {
+    let dir = PluginDir::new();
+    let home = dir.scratch("home");
+    let fake = FakeModel::start([Reply::text("From a local model.")]).await;
+    let file = dir.scratch("etc").join("wasmclaw.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "[providers.ollama]\nbase_url = \"{}\"\n",
+            fake.openai_base_url()
+        ),
+    )
+    .unwrap();
+    // The OpenAI key is set: it is not for this server, and is not sent.
+    let env = [("OPENAI_API_KEY", "sk-not-for-ollama")];
+    let config = file.to_str().unwrap();
+    let args = [
+        "run",
+        "--config",
+        config,
+        "--model",
+        "ollama:llama3.2",
+        "-m",
+        "hi",
+    ];
+    let (code, out, err) = wasmclaw(&home, &env, &args).await;
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (0, "From a local model.\n", "")
+    );
+    let requests = fake.requests();
+    assert_eq!(requests[0].body["model"], "llama3.2");
+    assert_eq!(requests[0].header("authorization"), None);
 }

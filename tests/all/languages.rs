@@ -365,3 +365,52 @@ fn new_plugin_c() {
 fn new_plugin_zig() {
     scaffold("zig");
 }
+
+/// A Python plugin whose tool raises: the error names the exception, with
+/// its traceback, not only the runtime's "unexpected exception"; the next
+/// call, in a fresh instance, works.
+#[test]
+fn a_python_exception_is_named_in_the_tool_error() {
+    let parent = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new(wasmclaw_tests::wasmclaw_bin())
+        .args(["new-plugin", "--lang", "python", "raises", "--dir"])
+        .arg(parent.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let folder = parent.path().join("raises");
+    let app = folder.join("app.py");
+    let source = std::fs::read_to_string(&app).unwrap();
+    let line = "        text = json.loads(arguments)[\"text\"]\n";
+    assert!(source.contains(line), "the template changed: {source}");
+    let raising = format!("{line}        if text == \"boom\":\n            raise KeyError('x')\n");
+    std::fs::write(&app, source.replacen(line, &raising, 1)).unwrap();
+    let wasm = wasmclaw_tests::scaffold::rebuild("python", &folder);
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let dir = PluginDir::new();
+        dir.write("raises.wasm", &std::fs::read(&wasm).unwrap());
+        let plugins = dir.load().await;
+        let boom = json!({"text": "boom"}).to_string();
+        let err = plugins.call(&ctx(), "raises_words", &boom).await.unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Internal);
+        assert!(
+            err.message.starts_with(
+                "plugin 'raises' crashed: Python raised KeyError: 'x'; its stderr ended with: Traceback (most recent call last): / File "
+            ),
+            "{}",
+            err.message
+        );
+        assert!(
+            err.message.contains(" / KeyError: 'x' / "),
+            "{}",
+            err.message
+        );
+        let fine = json!({"text": "a b"}).to_string();
+        let words: Value =
+            serde_json::from_str(&plugins.call(&ctx(), "raises_words", &fine).await.unwrap())
+                .unwrap();
+        assert_eq!(words["words"], 2);
+    });
+}

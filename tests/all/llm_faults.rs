@@ -262,7 +262,7 @@ async fn unauthorized_ends_the_turn_at_once_naming_the_provider_and_status() {
     assert_eq!(outcome.status, TurnStatus::Error);
     assert_eq!(
         outcome.reason,
-        "openai:m: HTTP 401 Unauthorized: Incorrect API key provided"
+        "openai:m: HTTP 401 Unauthorized: Incorrect API key provided (the key sent is the one in OPENAI_API_KEY: check it)"
     );
     assert!(retries.is_empty());
     assert_eq!(kinds, ["turn_begin", "llm_request", "turn_end"]);
@@ -481,7 +481,9 @@ async fn each_provider_failure_ends_the_turn_with_its_error_kind() {
             replies: vec![status(401, "Incorrect API key provided")],
             setup: as_is,
             kind: TurnErrorKind::Auth,
-            reason: Reason::Is("openai:m: HTTP 401 Unauthorized: Incorrect API key provided"),
+            reason: Reason::Is(
+                "openai:m: HTTP 401 Unauthorized: Incorrect API key provided (the key sent is the one in OPENAI_API_KEY: check it)",
+            ),
         },
         Fault {
             name: "403",
@@ -807,7 +809,7 @@ async fn when_every_candidate_failed_the_kind_is_the_last_ones() {
         (end.error_kind, end.reason.as_str()),
         (
             Some(TurnErrorKind::Auth),
-            "openai:b: HTTP 401 Unauthorized: bad key"
+            "openai:b: HTTP 401 Unauthorized: bad key (the key sent is the one in OPENAI_API_KEY: check it)"
         )
     );
 }

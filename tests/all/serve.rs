@@ -616,7 +616,7 @@ async fn bad_requests_get_a_json_error_and_the_server_goes_on() {
             StatusCode::BAD_REQUEST,
             error(
                 "invalid_request",
-                "Failed to parse the request body as JSON: content: EOF while parsing a value at line 1 column 12",
+                "the body is not valid JSON: content: EOF while parsing a value at line 1 column 12",
             ),
         ),
         (
@@ -625,7 +625,7 @@ async fn bad_requests_get_a_json_error_and_the_server_goes_on() {
             StatusCode::UNPROCESSABLE_ENTITY,
             error(
                 "invalid_request",
-                "Failed to deserialize the JSON body into the target type: text: unknown field `text`, expected `content` or `agent` at line 1 column 7",
+                "the body is not what this route takes: text: unknown field `text`, expected `content` or `agent` at line 1 column 7",
             ),
         ),
         (
@@ -634,7 +634,7 @@ async fn bad_requests_get_a_json_error_and_the_server_goes_on() {
             StatusCode::UNPROCESSABLE_ENTITY,
             error(
                 "invalid_request",
-                "Failed to deserialize the JSON body into the target type: content: invalid type: integer `7`, expected a string at line 1 column 12",
+                "the body is not what this route takes: content: invalid type: integer `7`, expected a string at line 1 column 12",
             ),
         ),
         (
@@ -679,7 +679,7 @@ async fn bad_requests_get_a_json_error_and_the_server_goes_on() {
             StatusCode::BAD_REQUEST,
             error(
                 "invalid_request",
-                "Failed to deserialize query string: wait: provided string was not `true` or `false`",
+                "the query string is not what this route takes: wait: provided string was not `true` or `false`",
             ),
         ),
         (
@@ -690,7 +690,7 @@ async fn bad_requests_get_a_json_error_and_the_server_goes_on() {
             StatusCode::UNPROCESSABLE_ENTITY,
             error(
                 "invalid_request",
-                "Failed to deserialize the JSON body into the target type: mode: unknown variant `soft`, expected `graceful` or `hard` at line 1 column 14",
+                "the body is not what this route takes: mode: unknown variant `soft`, expected `graceful` or `hard` at line 1 column 14",
             ),
         ),
         (
@@ -931,4 +931,35 @@ async fn the_binary_makes_a_token_once_serves_with_it_and_stops_on_sigterm() {
         "answer to binary"
     );
     sigterm(third).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listen_takes_a_host_name_or_a_bare_port() {
+    let fake = fake_model(add_then_answer).await;
+    let dir = PluginDir::new();
+    for (i, listen) in ["localhost:0", "0"].into_iter().enumerate() {
+        let home = dir.scratch(&format!("home{i}"));
+        let mut child = tokio::process::Command::new(wasmclaw_bin())
+            .env("WASMCLAW_HOME", &home)
+            .env("RUST_LOG", "error")
+            .env("WASMCLAW_API_TOKEN", TOKEN)
+            .args(["--plugins", dir.path().to_str().unwrap(), "serve"])
+            .args(["--listen", listen, "--model", "openai:m"])
+            .args(["--base-url", &fake.openai_base_url()])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.as_mut().unwrap()).lines();
+        let line = tokio::time::timeout(LIMIT, lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the server says where it serves");
+        let url = line.strip_prefix("wasmclaw serving on ").expect(&line);
+        let port = url.strip_prefix("http://127.0.0.1:").expect(url);
+        assert!(port.parse::<u16>().unwrap() > 0, "{listen}: {url}");
+        let health = reqwest::get(format!("{url}/healthz")).await.unwrap();
+        assert_eq!(health.status(), StatusCode::OK, "{listen}");
+    }
 }

@@ -25,7 +25,13 @@ pub fn build(lang: &str, parent: &Path) -> PathBuf {
         "{lang}: new-plugin failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let folder = parent.join(&name);
+    rebuild(lang, &parent.join(&name))
+}
+
+/// Builds the plugin folder `folder` (made by [`build`], then perhaps
+/// edited) again with its `build.sh`; returns the component.
+pub fn rebuild(lang: &str, folder: &Path) -> PathBuf {
+    let name = folder.file_name().unwrap().to_str().unwrap();
     let mut build = Command::new("bash");
     build
         .arg(folder.join("build.sh"))

@@ -6,17 +6,18 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::agent::AgentArgs;
 use crate::config::Config;
-use crate::config::overrides::ServerFlags;
+use crate::config::overrides::{AgentFlags, ServerFlags};
 use crate::config::watch::Loader;
 use crate::home::Home;
 use crate::server::{self, Api, auth};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
+    /// The agent of sessions that name none, and its model. Clients name
+    /// sessions in the URL, so `serve` takes no `--session`.
     #[command(flatten)]
-    pub agent: AgentArgs,
+    pub agent: AgentFlags,
     #[command(flatten)]
     pub server: ServerFlags,
     /// The bearer token clients must send (or the variable `[server]
@@ -32,9 +33,6 @@ pub async fn serve(
     loader: Loader,
     args: &ServeArgs,
 ) -> Result<ExitCode> {
-    if args.agent.session.is_some() {
-        bail!("--session does not apply to serve: clients name sessions in the URL");
-    }
     let var = &config.server.token_env;
     let given = match &args.token {
         Some(token) => Some((token.clone(), "--token".to_string())),

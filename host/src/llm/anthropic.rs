@@ -64,7 +64,8 @@ impl Anthropic {
             .header("anthropic-version", API_VERSION)
             .headers(self.config.headers.clone())
             .json(&request_body(&self.config, request));
-        let response = exchange.send(builder).await?;
+        let response = (exchange.send(builder).await)
+            .map_err(|e| e.with_key_hint(true, self.config.api_key_env.as_deref()))?;
         let mut acc = Accumulator::new(&self.name, self.config.limits);
         if self.config.stream && !is_json(&response) {
             let mut events = exchange.events(response);

@@ -65,6 +65,25 @@ impl LlmError {
         }
     }
 
+    /// A 401 says where the key came from: the variable that was not set,
+    /// or the one whose key the server refused.
+    pub fn with_key_hint(mut self, key_sent: bool, key_var: Option<&str>) -> LlmError {
+        if self.kind != LlmErrorKind::Status(401) {
+            return self;
+        }
+        let hint = match (key_sent, key_var) {
+            (true, Some(var)) => format!("the key sent is the one in {var}: check it"),
+            (true, None) => "the key sent was refused: check it".to_string(),
+            (false, Some(var)) => format!("no key was sent: {var} is not set"),
+            (false, None) => {
+                "no key was sent: the provider names no api_key_env (in its [providers.NAME])"
+                    .to_string()
+            }
+        };
+        self.message = format!("{} ({hint})", self.message);
+        self
+    }
+
     /// The connection broke after the reply had started.
     pub fn cut(candidate: &str, message: impl Into<String>) -> LlmError {
         LlmError {

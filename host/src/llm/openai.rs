@@ -59,7 +59,10 @@ impl OpenAi {
         if let Some(key) = &self.config.api_key {
             builder = builder.bearer_auth(key);
         }
-        let response = exchange.send(builder).await?;
+        let response = (exchange.send(builder).await).map_err(|e| {
+            let key_sent = self.config.api_key.is_some();
+            e.with_key_hint(key_sent, self.config.api_key_env.as_deref())
+        })?;
         let mut acc = Accumulator::new(&self.name, self.config.limits);
         if self.config.stream && !is_json(&response) {
             let mut events = exchange.events(response);

@@ -87,7 +87,7 @@ impl From<JsonRejection> for ApiError {
             _ if status == StatusCode::PAYLOAD_TOO_LARGE => {
                 "the body is larger than this server accepts".to_string()
             }
-            _ => rejection.body_text(),
+            _ => in_our_words(rejection.body_text()),
         };
         let kind = if status == StatusCode::PAYLOAD_TOO_LARGE {
             "too_large"
@@ -100,8 +100,33 @@ impl From<JsonRejection> for ApiError {
 
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> ApiError {
-        ApiError::bad_request(rejection.body_text())
+        ApiError::bad_request(in_our_words(rejection.body_text()))
     }
+}
+
+/// The framework's text of a rejection, its opening phrase in this API's
+/// words (the rest, the parser's, names the field, line and column).
+fn in_our_words(text: String) -> String {
+    const PHRASES: [(&str, &str); 3] = [
+        (
+            "Failed to parse the request body as JSON: ",
+            "the body is not valid JSON: ",
+        ),
+        (
+            "Failed to deserialize the JSON body into the target type: ",
+            "the body is not what this route takes: ",
+        ),
+        (
+            "Failed to deserialize query string: ",
+            "the query string is not what this route takes: ",
+        ),
+    ];
+    for (theirs, ours) in PHRASES {
+        if let Some(rest) = text.strip_prefix(theirs) {
+            return format!("{ours}{rest}");
+        }
+    }
+    text
 }
 
 impl From<PathRejection> for ApiError {

@@ -1,7 +1,7 @@
 //! The host-wide tables: `[limits]` (with `[limits.retry]`), `[server]`,
 //! `[plugins]` (with `[plugins.limits]`) and `[hooks]`.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::path::PathBuf;
 
 use super::super::document::Step;
@@ -180,23 +180,38 @@ pub(super) fn server(
     }
 }
 
-/// `127.0.0.1:8787`, `[::1]:8787`, `localhost:8787`, or a bare port
-/// (`8787`), which is on 127.0.0.1.
+/// `127.0.0.1:8787`, `[::1]:8787`, a host name and port (`localhost:8787`
+/// is 127.0.0.1; another name is resolved, its first IPv4 address
+/// preferred), or a bare port (`8787`), which is on 127.0.0.1.
 pub fn listen(text: String) -> Result<SocketAddr, String> {
     let text = text.trim();
+    let expected = || {
+        format!(
+            "expected an address such as \"127.0.0.1:8787\", \"localhost:8787\" or a port such as \"8787\", found {text:?}"
+        )
+    };
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
     }
-    let port = match text.strip_prefix("localhost:") {
-        Some(port) => port,
-        None => text,
-    };
-    match port.parse::<u16>() {
-        Ok(port) => Ok(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))),
-        Err(_) => Err(format!(
-            "expected an address such as \"127.0.0.1:8787\", \"localhost:8787\" or a port such as \"8787\", found {text:?}"
-        )),
+    let loopback = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(loopback(port));
     }
+    let (host, port) = text.rsplit_once(':').ok_or_else(expected)?;
+    let port = port.parse::<u16>().map_err(|_| expected())?;
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err(expected());
+    }
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(loopback(port));
+    }
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("the host name {host:?} does not resolve: {e}"))?
+        .collect();
+    (addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()))
+        .copied()
+        .ok_or_else(|| format!("the host name {host:?} has no address"))
 }
 
 pub(super) fn plugins(

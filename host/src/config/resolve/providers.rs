@@ -1,4 +1,5 @@
-//! The providers: the built-in `openai`, `anthropic` and `scripted`, then
+//! The providers: the built-in `openai`, `anthropic`, `ollama` (a local
+//! Ollama server's OpenAI-compatible API, no key) and `scripted`, then
 //! each `[providers.NAME]` of the file, which replaces a built-in of the
 //! same name.
 //!
@@ -22,8 +23,9 @@ use super::{Resolver, env_name, positive_secs, range};
 use crate::llm::{self, ProviderKind};
 
 /// The built-in providers, by name.
-pub const BUILT_IN: [(&str, ProviderKind); 3] = [
+pub const BUILT_IN: [(&str, ProviderKind); 4] = [
     ("anthropic", ProviderKind::Anthropic),
+    ("ollama", ProviderKind::OpenAi),
     ("openai", ProviderKind::OpenAi),
     ("scripted", ProviderKind::Scripted),
 ];
@@ -85,6 +87,7 @@ fn provider(r: &mut Resolver, name: &str, t: &ProviderToml) -> ProviderSettings 
     let (url_var, default_url) = match (name, kind) {
         ("openai", _) => (Some(llm::OPENAI_BASE_URL_VAR), llm::OPENAI_BASE_URL),
         ("anthropic", _) => (Some(llm::ANTHROPIC_BASE_URL_VAR), llm::ANTHROPIC_BASE_URL),
+        ("ollama", ProviderKind::OpenAi) => (None, llm::OLLAMA_BASE_URL),
         (_, ProviderKind::OpenAi) => (None, llm::OPENAI_BASE_URL),
         (_, ProviderKind::Anthropic) => (None, llm::ANTHROPIC_BASE_URL),
         (_, ProviderKind::Scripted) => (None, ""),
@@ -102,7 +105,12 @@ fn provider(r: &mut Resolver, name: &str, t: &ProviderToml) -> ProviderSettings 
             base_url,
         )
     };
-    let default_key = built_in(name).and_then(ProviderKind::key_var);
+    // Only the providers named for a service read its key: `ollama` (kind
+    // openai) never sends OPENAI_API_KEY to a local server.
+    let default_key = match name {
+        "openai" | "anthropic" => built_in(name).and_then(ProviderKind::key_var),
+        _ => None,
+    };
     let api_key_env = match &t.api_key_env {
         Some(var) => r.file(&at("api_key_env"), Some(var.clone()), None, |v| {
             env_name(v).map(Some)

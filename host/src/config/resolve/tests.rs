@@ -178,7 +178,7 @@ fn every_key_reaches_its_field() {
     );
     assert_eq!(
         config.providers.keys().collect::<Vec<_>>(),
-        ["anthropic", "local", "openai", "scripted"]
+        ["anthropic", "local", "ollama", "openai", "scripted"]
     );
 
     let coder = &config.agents["coder"];
@@ -577,19 +577,64 @@ fn a_scripted_model_of_the_file_is_relative_to_its_folder() {
 }
 
 #[test]
+fn ollama_is_a_local_openai_compatible_server_without_a_key() {
+    let fixture = Fixture::new("", &[]);
+    let config = fixture
+        .load(&flags(Some("ollama:llama3.2"), None, None), &[])
+        .unwrap();
+    let model = &config.running_agent().model[0];
+    let env = |var: &str| Some(format!("value of {var}"));
+    let candidate = config.candidate(model, &env).unwrap();
+    assert_eq!(
+        (
+            candidate.kind,
+            candidate.model.as_str(),
+            candidate.base_url.as_str(),
+            candidate.api_key,
+            candidate.api_key_env
+        ),
+        (
+            ProviderKind::OpenAi,
+            "llama3.2",
+            "http://127.0.0.1:11434/v1",
+            None,
+            None
+        )
+    );
+    // A file's [providers.ollama] moves it; it is still kind openai.
+    let text = "[providers.ollama]\nbase_url = \"http://gpu-box:11434/v1\"\n";
+    let config = Fixture::new(text, &[])
+        .load(&flags(Some("ollama:qwen3"), None, None), &[])
+        .unwrap();
+    let candidate = (config.candidate(&config.running_agent().model[0], &env)).unwrap();
+    assert_eq!(
+        (candidate.kind, candidate.base_url.as_str()),
+        (ProviderKind::OpenAi, "http://gpu-box:11434/v1")
+    );
+}
+
+#[test]
 fn listen_takes_an_address_a_host_name_or_a_port() {
     use super::host::listen;
     for (text, addr) in [
         ("127.0.0.1:8787", "127.0.0.1:8787"),
         ("localhost:9", "127.0.0.1:9"),
+        ("LocalHost:0", "127.0.0.1:0"),
         ("8788", "127.0.0.1:8788"),
+        ("0", "127.0.0.1:0"),
         ("[::1]:7", "[::1]:7"),
         ("0.0.0.0:80", "0.0.0.0:80"),
     ] {
         assert_eq!(listen(text.into()).unwrap().to_string(), addr);
     }
-    assert!(listen("example.com:80".into()).is_err());
-    assert!(listen("70000".into()).is_err());
+    let expected = |found: &str| {
+        format!(
+            "expected an address such as \"127.0.0.1:8787\", \"localhost:8787\" or a port such as \"8787\", found {found:?}"
+        )
+    };
+    for bad in ["70000", "localhost:x", "localhost", ":80", "a host:80"] {
+        assert_eq!(listen(bad.into()), Err(expected(bad)), "{bad}");
+    }
 }
 
 #[test]

@@ -23,8 +23,9 @@ use crate::plugin::bindings::latest::wasmclaw::plugin::log::Level;
 
 /// Longest line kept; the rest is cut.
 const MAX_LINE: usize = 4096;
-/// stderr lines kept for crash reports.
-const STDERR_TAIL: usize = 3;
+/// stderr lines kept for crash reports: enough for a short traceback and
+/// the runtime's panic after it.
+const STDERR_TAIL: usize = 16;
 
 /// The error returned when a guest writes past its line budget.
 #[derive(Debug, thiserror::Error)]

@@ -36,7 +36,7 @@ fn faults_of_flags_and_variables_name_them() {
         [
             "WASMCLAW_LLM_DEADLINE: expected a number, found \"soon\"",
             "model \"gpt-4o\" is not PROVIDER:MODEL; expected e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5 or scripted:FILE.json",
-            "model \"opnai:m\": unknown provider `opnai`; did you mean `openai`? (expected one of: anthropic, openai, scripted)",
+            "model \"opnai:m\": unknown provider `opnai`; did you mean `openai`? (expected one of: anthropic, ollama, openai, scripted)",
             "--max-iterations: expected 1 to 10000, found 0",
             "--llm-timeout: expected a positive number of seconds, found -1",
             "--listen: expected an address such as \"127.0.0.1:8787\", \"localhost:8787\" or a port such as \"8787\", found \"everywhere\"",
@@ -139,7 +139,7 @@ max_backoff_ms = 100
     assert_eq!(
         fixture.errors(&Overrides::default(), &[]),
         [
-            "wasmclaw.toml:2:22: agents.coder.model[1]: unknown provider `opnai`; did you mean `openai`? (expected one of: anthropic, openai, scripted)".to_string(),
+            "wasmclaw.toml:2:22: agents.coder.model[1]: unknown provider `opnai`; did you mean `openai`? (expected one of: anthropic, ollama, openai, scripted)".to_string(),
             "wasmclaw.toml:4:1: agents.coder.system_prompt_file: set system_prompt or system_prompt_file, not both".into(),
             format!("wasmclaw.toml:7:22: agents.writer.system_prompt_file: cannot read {}: No such file or directory (os error 2)", missing.display()),
             "wasmclaw.toml:8:19: agents.writer.tools.deny[0]: expected a tool name or a pattern of one with `*` (letters, digits, `_`, `-`), found \"files/*\"".into(),
@@ -155,7 +155,7 @@ fn a_missing_provider_and_a_bad_table_are_placed() {
     assert_eq!(
         Fixture::new(text, &[]).errors(&Overrides::default(), &[]),
         [
-            "wasmclaw.toml:2:9: agents.coder.model: unknown provider `local` (expected one of: anthropic, my:server, openai, scripted)",
+            "wasmclaw.toml:2:9: agents.coder.model: unknown provider `local` (expected one of: anthropic, my:server, ollama, openai, scripted)",
             "wasmclaw.toml:4:12: providers.\"my:server\": expected a name of 1 to 64 letters, digits, `_` and `-`",
             "wasmclaw.toml:6:13: providers.\"my:server\".headers.Authorization: header `Authorization` cannot be set here: it would carry a key, and keys never live in this file: name the variable that holds the key in api_key_env",
         ]
