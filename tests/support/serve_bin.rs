@@ -1,0 +1,134 @@
+//! `wasmclaw serve` in a child process (the binary of this build), on a
+//! loopback port of its own: started with a home, a plugin directory and an
+//! OpenAI-format model, and answered with the token of [`crate::server`].
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::server::{TOKEN, client_builder};
+
+/// How long the server may take to say where it serves.
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// The command that starts `wasmclaw serve` with `home`, the plugins of
+/// `plugins` and the model `openai:m` at `base_url` (with `/v1`), on a free
+/// loopback port, with [`TOKEN`]. Add arguments before starting it with
+/// [`ServeChild::start`].
+pub fn serve_command(home: &Path, plugins: &Path, base_url: &str) -> Command {
+    let mut command = Command::new(crate::wasmclaw_bin());
+    command
+        .env("WASMCLAW_HOME", home)
+        .env("WASMCLAW_API_TOKEN", TOKEN)
+        .env("RUST_LOG", "error")
+        .env_remove("WASMCLAW_MODEL")
+        .arg("--plugins")
+        .arg(plugins)
+        .args(["serve", "--listen", "127.0.0.1:0", "--model", "openai:m"])
+        .args(["--base-url", base_url]);
+    command
+}
+
+/// A running `wasmclaw serve`; killed if dropped.
+pub struct ServeChild {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    pub pid: u32,
+}
+
+impl ServeChild {
+    /// Spawns `command` (from [`serve_command`]) and waits until it says
+    /// where it serves. Its stdout is read to its end, so a later line
+    /// never meets a closed pipe; its stderr is the caller's choice
+    /// (inherited unless set).
+    pub async fn start(mut command: Command) -> ServeChild {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting wasmclaw serve");
+        let pid = child.id().expect("a running child");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let url = tokio::time::timeout(START_LIMIT, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(url) = line.strip_prefix("wasmclaw serving on ") {
+                    return url.to_string();
+                }
+            }
+            panic!("wasmclaw serve ended before it said where it serves")
+        })
+        .await
+        .expect("wasmclaw serve says where it serves");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        ServeChild { child, url, pid }
+    }
+
+    /// A client that sends the token.
+    pub fn client(&self) -> reqwest::Client {
+        client_builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap()
+    }
+
+    /// `url` + `path`.
+    pub fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    /// Sends `content` to `session` and waits for the turn's end: the
+    /// answer of `POST /v1/sessions/{session}/messages?wait=true`.
+    pub async fn ask(&self, client: &reqwest::Client, session: &str, content: &str) -> Value {
+        client
+            .post(self.at(&format!("/v1/sessions/{session}/messages?wait=true")))
+            .json(&json!({ "content": content }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the plugin directory has been loaded (`/healthz`).
+    pub async fn until_plugins_loaded(&self) {
+        let client = self.client();
+        let loaded = crate::eventually_async(START_LIMIT, async || {
+            let health: Value = client
+                .get(self.at("/healthz"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            health["plugins"] == "loaded"
+        })
+        .await;
+        assert!(loaded, "the plugins load within {START_LIMIT:?}");
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and reaps it.
+    pub async fn kill_9(mut self) {
+        self.child.kill().await.expect("killing wasmclaw serve");
+    }
+
+    /// Stops the server with SIGTERM and waits for its clean exit.
+    pub async fn stop(mut self) {
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("wasmclaw serve stops within 60 s")
+            .unwrap();
+        assert!(status.success(), "wasmclaw serve exited with {status}");
+    }
+}
