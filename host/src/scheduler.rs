@@ -45,7 +45,9 @@
 //! in memory too when it is not the default (the scheduler reads the
 //! store's policies once, when it starts): a session used again is rebuilt
 //! with that policy, with no read of the store inside `submit` (its history
-//! was always in the store). The queue of idle sessions holds at most one
+//! was always in the store). While a session is in the table its history is
+//! held in memory ([`crate::store::Store::hold_history`]): its turns read it
+//! from there, not from SQLite; it goes with the session. The queue of idle sessions holds at most one
 //! entry per session, ordered by when each is due. A session is let go under
 //! the table's lock and its own, and only if it is still idle and unused
 //! since; an op that looked it up just before finds it marked and looks
@@ -73,7 +75,7 @@ use crate::llm::{Message, Usage};
 use crate::protocol::{
     Accepted, FollowUpQueued, InterruptMode, Op, Policy, Refused, Target, TurnStatus,
 };
-use crate::store::TurnRecord;
+use crate::store::{HistoryHold, TurnRecord};
 
 /// Limits of the scheduler.
 #[derive(Debug, Clone)]
@@ -180,6 +182,8 @@ impl Eq for IdleEntry {}
 struct Session {
     key: String,
     state: Mutex<SessionState>,
+    /// Its history stays in memory while the session is in the table.
+    _history: HistoryHold,
 }
 
 #[derive(Default)]
@@ -539,6 +543,7 @@ impl Inner {
         let policy = lock(&self.policies).get(key).copied().unwrap_or_default();
         let session = Arc::new(Session {
             key: key.to_string(),
+            _history: self.agent.store.hold_history(key),
             state: Mutex::new(SessionState {
                 policy,
                 stored_policy: policy,
