@@ -159,7 +159,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         let deadline = Deadline::new(grants.limits.timeout.min(LIST_TOOLS_TIME), None);
         let mut store = PluginState::builder(&name, &grants.limits, deadline)
             .config(grants.config_json.clone())
-            .build(runtime.engine())
+            .build(runtime.engine(), runtime.epochs())
             .map_err(|e| format!("cannot create a store: {e:#}"))?;
         let failed = |store: &wasmtime::Store<_>, what: &str, e: wasmtime::Error| {
             format!(
