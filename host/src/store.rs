@@ -360,7 +360,7 @@ impl Store {
     /// Keeps `policy` for `session` (creating its row if needed); the
     /// default (`steer`) is kept as none.
     pub async fn set_policy(&self, session: &str, policy: Policy) -> Result<()> {
-        let key = session.to_string();
+        let (key, store) = (session.to_string(), self.clone());
         self.with_conn(move |conn| {
             match policy {
                 Policy::Steer => {
@@ -378,10 +378,10 @@ impl Store {
                     .execute(params![key, now])?;
                 }
             }
+            store.wrote();
             Ok(())
         })
         .await
-        .inspect(|()| self.wrote())
         .with_context(|| format!("keeping the policy of session {session}"))
     }
 
@@ -435,15 +435,17 @@ impl Store {
         events: Arc<[Arc<Event>]>,
         commits: Arc<[Commit]>,
     ) -> Result<Vec<Result<()>>> {
-        let histories = self.histories.clone();
-        let results = self
-            .with_conn(move |conn| write::write(conn, &histories, &events, &commits))
-            .await?;
-        self.wrote();
-        Ok(results)
+        let (histories, store) = (self.histories.clone(), self.clone());
+        self.with_conn(move |conn| {
+            let results = write::write(conn, &histories, &events, &commits)?;
+            store.wrote();
+            Ok(results)
+        })
+        .await
     }
 
-    /// A write transaction was committed: counted, and a checkpoint due.
+    /// A write transaction was committed: counted (under the connection,
+    /// so whoever sees the write sees the count), and a checkpoint due.
     fn wrote(&self) {
         self.writes.fetch_add(1, Ordering::Relaxed);
         if let Some(checkpoints) = &self.checkpoints {
