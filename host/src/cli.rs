@@ -125,9 +125,40 @@ pub struct LoadArgs {
     #[arg(long, global = true, env = "WASMCLAW_COMPILE_MEMORY_MIB", value_name = "MIB",
           default_value_t = crate::plugin::sandbox::cache::COMPILE_MEMORY >> 20)]
     pub compile_memory_mib: u64,
+    /// Plugin instances alive at once (every call in flight, tools and
+    /// hooks, of every session); a call past it fails, retryable. Default:
+    /// 1000 for `serve`, 64 otherwise (one session). The engine reserves
+    /// their slots at start, so fewer start faster.
+    #[arg(long, global = true, env = "WASMCLAW_MAX_INSTANCES", value_name = "N")]
+    pub max_instances: Option<u32>,
+}
+
+/// Plugin instances `serve` allows at once by default: many sessions.
+pub const SERVE_INSTANCES: u32 = 1000;
+/// Plugin instances the other commands allow at once by default: one
+/// session's turn, its tool calls (8 at a time) and a few SubTurns'.
+pub const SESSION_INSTANCES: u32 = 64;
+
+/// How the plugin runtime is set up from the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeLimits {
+    pub load: LoadLimits,
+    /// Plugin instances alive at once.
+    pub instances: u32,
 }
 
 impl LoadArgs {
+    /// The limits, with `instances` unless `--max-instances` says.
+    pub fn runtime_limits(&self, instances: u32) -> Result<RuntimeLimits> {
+        if self.max_instances == Some(0) {
+            anyhow::bail!("--max-instances must be at least 1");
+        }
+        Ok(RuntimeLimits {
+            load: self.limits()?,
+            instances: self.max_instances.unwrap_or(instances),
+        })
+    }
+
     pub fn limits(&self) -> Result<LoadLimits> {
         if !(self.compile_timeout > 0.0 && self.compile_timeout.is_finite()) {
             anyhow::bail!("--compile-timeout must be a positive number of seconds");
@@ -151,7 +182,11 @@ impl Cli {
             .map(Home::at)
             .unwrap_or_else(Home::from_env);
         let plugin_dir = self.plugins.clone().unwrap_or_else(|| home.plugins_dir());
-        let load = self.load.limits()?;
+        let instances = match &self.command {
+            Command::Serve(_) => SERVE_INSTANCES,
+            _ => SESSION_INSTANCES,
+        };
+        let load = self.load.runtime_limits(instances)?;
         match self.command {
             Command::Run {
                 agent,
@@ -188,7 +223,7 @@ impl Cli {
 /// The runtime as the binary uses it: cache under the home folder, cache
 /// misses compiled in a child process bounded by `load`, the home out of
 /// every grant's reach.
-pub fn runtime(home: &Home, load: LoadLimits) -> Result<Runtime> {
+pub fn runtime(home: &Home, limits: RuntimeLimits) -> Result<Runtime> {
     let compiler = match std::env::current_exe() {
         Ok(exe) => Compiler::Subprocess(exe),
         Err(_) => Compiler::InProcess,
@@ -197,7 +232,8 @@ pub fn runtime(home: &Home, load: LoadLimits) -> Result<Runtime> {
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
         compiler,
-        load,
+        load: limits.load,
+        max_instances: limits.instances,
         secrets: Arc::new(secrets),
         protected: home.protected(),
         ..RuntimeConfig::default()

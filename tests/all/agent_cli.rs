@@ -493,3 +493,71 @@ async fn base_url_applies_to_anthropic_candidates_and_a_mixed_chain_is_refused()
     );
     assert_eq!(fake.requests().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_instances_bounds_the_plugin_calls_in_flight() {
+    use wasmclaw_tests::gate::{ToolGates, gate_calls};
+    let gates = ToolGates::new();
+    let dir = PluginDir::new();
+    dir.add("hostile");
+    dir.grants("hostile", &gates.grants());
+    let home = dir.scratch("home");
+    let (_, _, err) = wasmclaw(&home, &[], &["--max-instances", "0", "plugins", "list"]).await;
+    assert_eq!(err, "error: --max-instances must be at least 1\n");
+
+    // Two calls at once with room for one: the second cannot start.
+    let fake = FakeModel::start([
+        gate_calls(&[("c1", "g1"), ("c2", "g2")]),
+        Reply::text("done"),
+    ])
+    .await;
+    let child = tokio::process::Command::new(wasmclaw_bin())
+        .env("WASMCLAW_HOME", &home)
+        .env("RUST_LOG", "error")
+        .env_remove("WASMCLAW_MODEL")
+        .arg("--plugins")
+        .arg(dir.path())
+        .args([
+            "--max-instances",
+            "1",
+            "run",
+            "--events",
+            "--model",
+            "openai:m",
+        ])
+        .args(["--base-url", &fake.openai_base_url(), "-m", "two gates"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let limit = Duration::from_secs(30);
+    let started = tokio::time::timeout(limit, async {
+        while !gates.started("g1") && !gates.started("g2") {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    started.await.expect("one call reaches its gate");
+    gates.open("g1");
+    gates.open("g2");
+    let out = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ends: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "tool_call_end")
+        .collect();
+    let refused: Vec<&Value> = ends.iter().filter(|e| e["ok"] == false).collect();
+    assert_eq!((ends.len(), refused.len()), (2, 1), "{ends:?}");
+    assert_eq!(
+        refused[0]["output"],
+        "error (internal): plugin 'hostile' could not start: the host is running as many plugin instances as it allows; try again shortly"
+    );
+}

@@ -7,6 +7,7 @@ mod chat_control;
 mod cli;
 mod core;
 mod descriptors;
+mod durability;
 mod examples;
 mod hardening;
 mod home;

@@ -17,8 +17,8 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 
 /// The command that starts `wasmclaw serve` with `home`, the plugins of
 /// `plugins` and the model `openai:m` at `base_url` (with `/v1`), on a free
-/// loopback port, with [`TOKEN`]. Add arguments before starting it with
-/// [`ServeChild::start`].
+/// loopback port, with [`TOKEN`], its stderr dropped. Add arguments (or
+/// another stderr) before starting it with [`ServeChild::start`].
 pub fn serve_command(home: &Path, plugins: &Path, base_url: &str) -> Command {
     let mut command = Command::new(crate::wasmclaw_bin());
     command
@@ -29,7 +29,8 @@ pub fn serve_command(home: &Path, plugins: &Path, base_url: &str) -> Command {
         .arg("--plugins")
         .arg(plugins)
         .args(["serve", "--listen", "127.0.0.1:0", "--model", "openai:m"])
-        .args(["--base-url", base_url]);
+        .args(["--base-url", base_url])
+        .stderr(Stdio::null());
     command
 }
 
@@ -44,8 +45,7 @@ pub struct ServeChild {
 impl ServeChild {
     /// Spawns `command` (from [`serve_command`]) and waits until it says
     /// where it serves. Its stdout is read to its end, so a later line
-    /// never meets a closed pipe; its stderr is the caller's choice
-    /// (inherited unless set).
+    /// never meets a closed pipe.
     pub async fn start(mut command: Command) -> ServeChild {
         let mut child = command
             .stdout(Stdio::piped())

@@ -16,7 +16,6 @@ use crate::core::Core;
 use crate::home::{Home, HomeLock};
 use crate::llm::{CallLimits, Chain, Provider, ProviderConfig, RetryPolicy};
 use crate::plugin::Plugins;
-use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{Accepted, Event, InterruptMode, Op, Target, TurnStatus};
 use crate::scheduler::SchedulerConfig;
 use crate::store::Store;
@@ -137,7 +136,7 @@ pub fn chain(args: &AgentArgs) -> Result<Chain> {
 pub async fn start(
     home: &Home,
     plugin_dir: &Path,
-    load: LoadLimits,
+    load: super::RuntimeLimits,
     args: &AgentArgs,
     scan: bool,
     schedule: SchedulerConfig,
@@ -178,7 +177,7 @@ const WINDING_DOWN: &str = "interrupting: winding the turn down (running tools f
 pub async fn run(
     home: &Home,
     plugin_dir: &Path,
-    load: LoadLimits,
+    load: super::RuntimeLimits,
     args: &AgentArgs,
     events_shown: bool,
     message: &str,

@@ -22,7 +22,6 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::agent::{AgentArgs, session_key, start};
 use crate::bus::Filter;
 use crate::home::Home;
-use crate::plugin::sandbox::cache::LoadLimits;
 use crate::protocol::{
     Accepted, Event, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse,
     LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,
@@ -33,7 +32,7 @@ use crate::scheduler::SchedulerConfig;
 pub async fn chat(
     home: &Home,
     plugin_dir: &Path,
-    load: LoadLimits,
+    load: super::RuntimeLimits,
     args: &AgentArgs,
     live: bool,
 ) -> Result<ExitCode> {

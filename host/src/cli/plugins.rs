@@ -8,7 +8,6 @@ use clap::Subcommand;
 
 use crate::home::Home;
 use crate::plugin::policy::grants::{DirMode, FailMode};
-use crate::plugin::sandbox::cache::LoadLimits;
 use crate::plugin::units::{duration, size};
 use crate::plugin::{CallContext, PluginStatus, Plugins};
 
@@ -38,7 +37,12 @@ pub enum PluginsCommand {
 }
 
 impl PluginsCommand {
-    pub async fn run(self, home: &Home, dir: &Path, load: LoadLimits) -> Result<ExitCode> {
+    pub async fn run(
+        self,
+        home: &Home,
+        dir: &Path,
+        load: super::RuntimeLimits,
+    ) -> Result<ExitCode> {
         if let PluginsCommand::Adapter { file } = &self {
             write_adapter(file)?;
             return Ok(ExitCode::SUCCESS);

@@ -11,7 +11,6 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::agent::AgentArgs;
 use crate::home::Home;
-use crate::plugin::sandbox::cache::LoadLimits;
 use crate::scheduler::{DEFAULT_MAX_PARALLEL, SchedulerConfig};
 use crate::server::{self, Api, DEFAULT_LISTEN, ServerConfig, auth};
 
@@ -42,7 +41,7 @@ pub struct ServeArgs {
 pub async fn serve(
     home: &Home,
     plugin_dir: &Path,
-    load: LoadLimits,
+    load: super::RuntimeLimits,
     args: &ServeArgs,
 ) -> Result<ExitCode> {
     if args.agent.session.is_some() {
