@@ -191,7 +191,7 @@ async fn idle() -> Vec<Row> {
     let (cpu_before, switches_before) = (cpu_of(server.pid), context_switches(server.pid));
     tokio::time::sleep(idle).await;
     let cpu = cpu_of(server.pid) - cpu_before;
-    let switches = context_switches(server.pid) - switches_before;
+    let switches = switches_since(server.pid, &switches_before);
     server.stop().await;
     drop(model.stdin.take());
     model.wait().unwrap();
@@ -203,7 +203,9 @@ async fn idle() -> Vec<Row> {
             millis(cpu),
         ),
         (
-            format!("serve idle, 10 plugins: wake-ups (context switches) over {secs} s"),
+            format!(
+                "serve idle, 10 plugins: wake-ups (context switches of its threads) over {secs} s"
+            ),
             switches.to_string(),
             json!(switches),
         ),

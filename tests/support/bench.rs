@@ -141,26 +141,41 @@ pub fn wait_with_usage(child: &std::process::Child, started: std::time::Instant)
     }
 }
 
-/// Context switches of process `pid` so far, voluntary and not, over its
-/// live threads: each is a thread going to sleep or being woken, so their
-/// growth over an idle time counts its wake-ups.
-pub fn context_switches(pid: u32) -> u64 {
+/// Context switches of each live thread of process `pid` so far, voluntary
+/// and not, by thread id: each is a thread going to sleep or being woken,
+/// so their growth over an idle time ([`switches_since`]) counts its
+/// wake-ups.
+pub fn context_switches(pid: u32) -> std::collections::HashMap<u64, u64> {
+    let mut threads = std::collections::HashMap::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return threads;
     };
-    let mut total = 0;
     for task in tasks.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
         let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
-        for line in status.lines() {
-            if let Some(n) = line
-                .strip_prefix("voluntary_ctxt_switches:")
-                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
-            {
-                total += n.trim().parse::<u64>().unwrap_or(0);
-            }
-        }
+        let switches = status
+            .lines()
+            .filter_map(|line| {
+                line.strip_prefix("voluntary_ctxt_switches:")
+                    .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            })
+            .filter_map(|n| n.trim().parse::<u64>().ok())
+            .sum();
+        threads.insert(tid, switches);
     }
-    total
+    threads
+}
+
+/// The context switches of process `pid` since `before` (from
+/// [`context_switches`]): those of the threads still alive, and all of the
+/// threads started since (a thread that ended meanwhile is not counted).
+pub fn switches_since(pid: u32, before: &std::collections::HashMap<u64, u64>) -> u64 {
+    context_switches(pid)
+        .into_iter()
+        .map(|(tid, now)| now.saturating_sub(before.get(&tid).copied().unwrap_or(0)))
+        .sum()
 }
 
 /// Prints `rows` as a table and writes them to `target/bench/{name}.json`.
