@@ -511,24 +511,12 @@ async fn max_instances_bounds_the_plugin_calls_in_flight() {
         Reply::text("done"),
     ])
     .await;
-    let child = tokio::process::Command::new(wasmclaw_bin())
-        .env("WASMCLAW_HOME", &home)
-        .env("RUST_LOG", "error")
-        .env_remove("WASMCLAW_MODEL")
-        .arg("--plugins")
-        .arg(dir.path())
-        .args([
-            "--max-instances",
-            "1",
-            "run",
-            "--events",
-            "--model",
-            "openai:m",
-        ])
-        .args(["--base-url", &fake.openai_base_url(), "-m", "two gates"])
+    let child = wasmclaw_tests::serve_bin::wasmclaw_command(&home, &dir.path())
+        .args(["--max-instances", "1", "run", "--events"])
+        .args(["--model", "openai:m", "--base-url", &fake.openai_base_url()])
+        .args(["-m", "two gates"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let limit = Duration::from_secs(30);

@@ -16,11 +16,11 @@ use wasmclaw::agent::AgentConfig;
 use wasmclaw::protocol::{Accepted, InterruptMode, Op, Target, TurnStatus};
 use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
+use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{core_with, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::gate::{ToolGates, gate_calls};
-use wasmclaw_tests::serve_bin::{ServeChild, serve_command};
-use wasmclaw_tests::{PluginDir, wasmclaw_bin};
+use wasmclaw_tests::serve_bin::{ServeChild, serve_command, wasmclaw_command};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -37,15 +37,7 @@ fn gated_plugins(gates: &ToolGates) -> PluginDir {
 
 /// The history and the ids of the recorded turns of session `key`.
 async fn session(server: &ServeChild, key: &str) -> (Value, Vec<String>) {
-    let shown: Value = server
-        .client()
-        .get(server.at(&format!("/v1/sessions/{key}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown = (server.get(&server.client(), &format!("/v1/sessions/{key}"))).await;
     let turns = shown["turns"]
         .as_array()
         .unwrap_or_else(|| panic!("{shown}"))
@@ -72,15 +64,12 @@ async fn a_kill_9_of_serve_mid_turn_leaves_the_history_as_it_was_before_the_turn
     assert_eq!(before.as_array().unwrap().len(), 2, "{before}");
 
     // The second turn's tool call blocks; the host is killed meanwhile.
-    let started: Value = client
-        .post(server.at("/v1/sessions/s/messages"))
-        .json(&json!({"content": "two"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let started = (server.post(
+        &client,
+        "/v1/sessions/s/messages",
+        json!({"content": "two"}),
+    ))
+    .await;
     assert_eq!(started["disposition"], "started", "{started}");
     gates.wait_started("g1", LIMIT).await;
     server.kill_9().await;
@@ -117,18 +106,12 @@ async fn a_kill_9_of_run_mid_turn_leaves_the_history_as_it_was_before_the_turn()
     let dir = gated_plugins(&gates);
     let home = dir.scratch("home");
     let run = |message: &str| {
-        let mut command = tokio::process::Command::new(wasmclaw_bin());
+        let mut command = wasmclaw_command(&home, &dir.path());
         command
-            .env("WASMCLAW_HOME", &home)
-            .env("RUST_LOG", "error")
-            .env_remove("WASMCLAW_MODEL")
-            .arg("--plugins")
-            .arg(dir.path())
             .args(["run", "--session", "s", "--model", "openai:m"])
             .args(["--base-url", &fake.openai_base_url(), "-m", message])
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(std::process::Stdio::piped());
         command
     };
     let out = tokio::time::timeout(LIMIT, run("one").output())

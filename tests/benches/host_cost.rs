@@ -27,8 +27,8 @@ use serde_json::json;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::bench::{
     ChildUsage, FAKE_MODEL_FLAG, Row, add_ten_plugins, add_then_answer, context_switches, cpu_of,
-    fake_model_child_with, micros, millis, ms, percentile, print_and_save, serve_fake_model, us,
-    wait_with_usage,
+    fake_model_child_with, micros, millis, ms, percentile, print_and_save, serve_fake_model,
+    switches_since, us, wait_with_usage,
 };
 use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder};
 use wasmclaw_tests::serve_bin::{ServeChild, serve_command};
@@ -173,12 +173,7 @@ async fn idle() -> Vec<Row> {
 
     let server = ServeChild::start(serve_command(&home, &dir.path(), &base)).await;
     server.until_plugins_loaded().await;
-    let plugins: serde_json::Value = (server.client().get(server.at("/v1/plugins")).send())
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let plugins = server.get(&server.client(), "/v1/plugins").await;
     let loaded = plugins["plugins"]
         .as_array()
         .unwrap()

@@ -1,6 +1,7 @@
-//! `wasmclaw serve` in a child process (the binary of this build), on a
-//! loopback port of its own: started with a home, a plugin directory and an
-//! OpenAI-format model, and answered with the token of [`crate::server`].
+//! The `wasmclaw` binary of this build in a child process: any command
+//! with a home and a plugin directory ([`wasmclaw_command`]), and `serve`
+//! on a loopback port of its own with an OpenAI-format model, answered with
+//! the token of [`crate::server`].
 
 use std::path::Path;
 use std::process::Stdio;
@@ -20,17 +21,27 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 /// loopback port, with [`TOKEN`], its stderr dropped. Add arguments (or
 /// another stderr) before starting it with [`ServeChild::start`].
 pub fn serve_command(home: &Path, plugins: &Path, base_url: &str) -> Command {
+    let mut command = wasmclaw_command(home, plugins);
+    command
+        .env("WASMCLAW_API_TOKEN", TOKEN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--model", "openai:m"])
+        .args(["--base-url", base_url])
+        .stderr(Stdio::null());
+    command
+}
+
+/// The binary with home `home` and the plugins of `plugins`, errors only
+/// logged, no model from the environment, killed if dropped; add the
+/// command and its arguments.
+pub fn wasmclaw_command(home: &Path, plugins: &Path) -> Command {
     let mut command = Command::new(crate::wasmclaw_bin());
     command
         .env("WASMCLAW_HOME", home)
-        .env("WASMCLAW_API_TOKEN", TOKEN)
         .env("RUST_LOG", "error")
         .env_remove("WASMCLAW_MODEL")
         .arg("--plugins")
         .arg(plugins)
-        .args(["serve", "--listen", "127.0.0.1:0", "--model", "openai:m"])
-        .args(["--base-url", base_url])
-        .stderr(Stdio::null());
+        .kill_on_drop(true);
     command
 }
 
@@ -49,7 +60,6 @@ impl ServeChild {
     pub async fn start(mut command: Command) -> ServeChild {
         let mut child = command
             .stdout(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("starting wasmclaw serve");
         let pid = child.id().expect("a running child");
@@ -84,30 +94,28 @@ impl ServeChild {
     /// Sends `content` to `session` and waits for the turn's end: the
     /// answer of `POST /v1/sessions/{session}/messages?wait=true`.
     pub async fn ask(&self, client: &reqwest::Client, session: &str, content: &str) -> Value {
-        client
-            .post(self.at(&format!("/v1/sessions/{session}/messages?wait=true")))
-            .json(&json!({ "content": content }))
-            .send()
+        let path = format!("/v1/sessions/{session}/messages?wait=true");
+        self.post(client, &path, json!({ "content": content }))
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+    }
+
+    /// The JSON answer of `POST path` with `body`.
+    pub async fn post(&self, client: &reqwest::Client, path: &str, body: Value) -> Value {
+        let sent = client.post(self.at(path)).json(&body).send().await;
+        sent.unwrap().json().await.unwrap()
+    }
+
+    /// The JSON answer of `GET path`.
+    pub async fn get(&self, client: &reqwest::Client, path: &str) -> Value {
+        let answered = client.get(self.at(path)).send().await;
+        answered.unwrap().json().await.unwrap()
     }
 
     /// Waits until the plugin directory has been loaded (`/healthz`).
     pub async fn until_plugins_loaded(&self) {
         let client = self.client();
         let loaded = crate::eventually_async(START_LIMIT, async || {
-            let health: Value = client
-                .get(self.at("/healthz"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            health["plugins"] == "loaded"
+            self.get(&client, "/healthz").await["plugins"] == "loaded"
         })
         .await;
         assert!(loaded, "the plugins load within {START_LIMIT:?}");

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::body::{Fragments, ObjectWriter, to_json};
+use super::body::{Fragments, object_for, to_json};
 use super::http::{Exchange, Flow, WireError, error_envelope, error_event, is_json, snippet};
 use super::limits::CallLimits;
 use super::types::{
@@ -115,13 +115,8 @@ pub fn request_body(
             Some(fragments.prompt(&texts.join("\n\n"), |p| to_json(&p)))
         }
     };
-    let tools = (!request.tools.is_empty()).then(|| {
-        fragments.tools(&request.tools, |tools| {
-            to_json(&tools.iter().map(WireTool::of).collect::<Vec<_>>())
-        })
-    });
-    let size = system.as_ref().map_or(0, |s| s.len()) + tools.as_ref().map_or(0, |t| t.len());
-    let mut body = ObjectWriter::with_capacity(size + 256 * request.messages.len() + 256);
+    let tools = fragments.tool_list(&request.tools, WireTool::of);
+    let mut body = object_for(system.as_deref(), tools.as_deref(), request.messages.len());
     body.field("model", &request.model.as_deref().unwrap_or(&config.model));
     body.field(
         "max_tokens",

@@ -75,6 +75,17 @@ impl Fragments {
         )
     }
 
+    /// The JSON array of `tools`, each as `wire` shapes it (serialized once
+    /// per list); none for no tools.
+    pub fn tool_list<'a, T: Serialize + 'a>(
+        &self,
+        tools: &'a Arc<Vec<ToolDef>>,
+        wire: impl Fn(&'a ToolDef) -> T,
+    ) -> Option<Arc<str>> {
+        let write = |_: &[ToolDef]| to_json(&tools.iter().map(&wire).collect::<Vec<_>>());
+        (!tools.is_empty()).then(|| self.tools(tools, write))
+    }
+
     /// The JSON of the system prompt `prompt` as `write` writes it,
     /// serialized once per text.
     pub fn prompt(&self, prompt: &str, write: impl FnOnce(&str) -> String) -> Arc<str> {
@@ -84,6 +95,13 @@ impl Fragments {
             || (prompt.to_string(), write(prompt)),
         )
     }
+}
+
+/// A body for `messages` with the serialized `system` prompt and `tools`
+/// (those that stay the same from call to call), sized for them.
+pub fn object_for(system: Option<&str>, tools: Option<&str>, messages: usize) -> ObjectWriter {
+    let cached = system.map_or(0, str::len) + tools.map_or(0, str::len);
+    ObjectWriter::with_capacity(cached + 256 * messages + 256)
 }
 
 /// The JSON of `value`.
