@@ -219,6 +219,17 @@ impl Histories {
         inner.trim(session);
     }
 
+    /// Drops the loaded history of `session` (it stays held): the next read
+    /// goes to the table. After a commit of it failed, in case the cache
+    /// was the cause.
+    pub fn unload(&self, session: &str) {
+        let mut inner = self.lock();
+        let bytes = (inner.entries.get_mut(session))
+            .and_then(|e| e.loaded.take())
+            .map_or(0, |l| l.bytes);
+        inner.bytes -= bytes;
+    }
+
     /// Sets the byte budget (tests).
     #[cfg(test)]
     pub fn set_budget(&self, bytes: usize) {

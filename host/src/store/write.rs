@@ -91,8 +91,12 @@ pub(super) fn write(
                 }
                 results.push(Ok(()));
             }
-            // Dropping the savepoint rolls it back.
-            Err(e) => results.push(Err(e.context(context(&commit.turn)))),
+            // Dropping the savepoint rolls it back; the session's history
+            // is read from the table next time, whatever went wrong.
+            Err(e) => {
+                histories.unload(session);
+                results.push(Err(e.context(context(&commit.turn))));
+            }
         }
     }
     tx.commit()?;
