@@ -528,15 +528,7 @@ async fn max_instances_bounds_the_plugin_calls_in_flight() {
     started.await.expect("one call reaches its gate");
     gates.open("g1");
     gates.open("g2");
-    let out = tokio::time::timeout(limit, child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = wasmclaw_tests::serve_bin::succeeded(child).await;
     let ends: Vec<Value> = String::from_utf8_lossy(&out.stderr)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

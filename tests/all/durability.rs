@@ -20,7 +20,7 @@ use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{core_with, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::gate::{ToolGates, gate_calls};
-use wasmclaw_tests::serve_bin::{ServeChild, serve_command, wasmclaw_command};
+use wasmclaw_tests::serve_bin::{ServeChild, serve_command, succeeded, wasmclaw_command};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -114,15 +114,7 @@ async fn a_kill_9_of_run_mid_turn_leaves_the_history_as_it_was_before_the_turn()
             .stderr(std::process::Stdio::piped());
         command
     };
-    let out = tokio::time::timeout(LIMIT, run("one").output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(run("one").spawn().unwrap()).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout), "first answer\n");
 
     let mut killed = run("two").spawn().unwrap();

@@ -45,6 +45,18 @@ pub fn wasmclaw_command(home: &Path, plugins: &Path) -> Command {
     command
 }
 
+/// What `child` printed, once it has exited (within a minute) with
+/// success; else a panic showing its stderr.
+pub async fn succeeded(child: Child) -> std::process::Output {
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the command ends within a minute")
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exited with {}: {err}", out.status);
+    out
+}
+
 /// A running `wasmclaw serve`; killed if dropped.
 pub struct ServeChild {
     pub child: Child,
