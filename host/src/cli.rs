@@ -149,6 +149,7 @@ impl Cli {
                 plugins: self.plugins.clone(),
                 agent: agent.cloned().unwrap_or_default(),
                 server: server.cloned().unwrap_or_default(),
+                serving: server.is_some(),
             },
         };
         let load = |agent, server| loader(agent, server).load();
@@ -224,6 +225,7 @@ pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
         cache_dir: Some(home.cache_dir()),
         compiler,
         load: config.plugins.load,
+        max_instances: config.plugins.max_instances,
         secrets: Arc::new(secrets),
         protected,
         plugin_defaults: config.plugin_defaults(),

@@ -274,6 +274,12 @@ impl Core {
         self.inner.scheduler.busy_sessions()
     }
 
+    /// Sessions whose state is in memory now: busy ones, and idle ones not
+    /// yet let go (see [`SchedulerConfig::session_idle`]).
+    pub fn sessions_in_memory(&self) -> usize {
+        self.inner.scheduler.sessions_in_memory()
+    }
+
     /// Whether `session` has a turn running or waiting, or a SubTurn running.
     pub fn is_busy(&self, session: &str) -> bool {
         self.inner.scheduler.is_busy(session)

@@ -35,6 +35,8 @@
 //!   instance.
 //! - [`server`]: `wasmclaw serve`, the HTTP API: sessions, an SSE event
 //!   stream, OpenAI-compatible chat completions, metrics.
+//! - [`tls`]: TLS for outgoing connections, the system's roots read once,
+//!   for the first https client only.
 //! - [`home`]: where wasmclaw keeps its files (`$WASMCLAW_HOME`, default `~/.wasmclaw`).
 //! - [`cli`]: the `wasmclaw` command line; `main.rs` only parses and dispatches.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -52,5 +54,6 @@ pub mod plugin;
 pub mod scheduler;
 pub mod server;
 pub mod store;
+pub mod tls;
 
 pub use wasmclaw_protocol as protocol;

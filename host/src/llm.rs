@@ -5,13 +5,17 @@
 //! - [`openai`] and [`anthropic`]: the two wire formats, over reqwest, streamed
 //!   (SSE) or not.
 //! - [`http`]: what both share: sending, error bodies, `retry-after`, bodies
-//!   within their bound.
+//!   within their bound; [`client`]: their HTTP clients, TLS only for https;
+//!   [`body`]: request bodies written to bytes, the parts that stay the same
+//!   from call to call serialized once.
 //! - [`sse`]: the server-sent events layer both streams are read through.
 //! - [`limits`]: a call's deadline and the bounds of a reply.
 //! - [`scripted`]: replies played from a file, for the offline demo.
 //! - [`fallback`]: the chain of candidates with retries, backoff and cooldown.
 
 pub mod anthropic;
+pub mod body;
+pub mod client;
 pub mod error;
 pub mod fallback;
 pub mod http;
@@ -23,6 +27,7 @@ pub mod types;
 
 use std::time::Duration;
 
+pub use client::HttpClient;
 pub use error::{LlmError, LlmErrorKind};
 pub use fallback::{Chain, ChainError, RetryPolicy};
 pub use limits::CallLimits;
@@ -228,7 +233,7 @@ impl Provider {
     /// script does not read).
     pub fn new(
         config: ProviderConfig,
-        client: reqwest::Client,
+        client: HttpClient,
     ) -> Result<Provider, scripted::ScriptError> {
         Ok(match config.kind {
             ProviderKind::OpenAi => Provider::OpenAi(openai::OpenAi::new(config, client)),
@@ -261,11 +266,8 @@ impl Provider {
     }
 }
 
-/// The HTTP client every candidate shares (connection pool, TLS config).
-pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("wasmclaw/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .expect("building the HTTP client")
+/// The HTTP clients every candidate shares (connection pools, TLS only for
+/// https; see [`client`]).
+pub fn http_client() -> HttpClient {
+    HttpClient::default()
 }

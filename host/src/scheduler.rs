@@ -53,7 +53,10 @@
 //! has, and kept in memory too when it has any (the scheduler reads the
 //! store's settings once, when it starts): a session used again is rebuilt
 //! with them, with no read of the store inside `submit` (its history
-//! was always in the store). The queue of idle sessions holds at most one
+//! was always in the store). While a session is in the table its history is
+//! held in memory ([`crate::store::Store::hold_history`]): its turns read it
+//! from there, not from SQLite; it goes with the session. The queue of idle
+//! sessions holds at most one
 //! entry per session, ordered by when each is due. A session is let go under
 //! the table's lock and its own, and only if it is still idle and unused
 //! since; an op that looked it up just before finds it marked and looks
@@ -83,8 +86,7 @@ use crate::llm::{Message, Usage};
 use crate::protocol::{
     Accepted, FollowUpQueued, InterruptMode, Op, Policy, Refused, Target, TurnErrorKind, TurnStatus,
 };
-use crate::store::SessionSettings;
-use crate::store::TurnRecord;
+use crate::store::{HistoryHold, SessionSettings, TurnRecord};
 
 /// Limits of the scheduler.
 #[derive(Debug, Clone)]
@@ -191,6 +193,8 @@ impl Eq for IdleEntry {}
 struct Session {
     key: String,
     state: Mutex<SessionState>,
+    /// Its history stays in memory while the session is in the table.
+    _history: HistoryHold,
 }
 
 #[derive(Default)]
@@ -597,6 +601,7 @@ impl Inner {
         let settings = lock(&self.kept).get(key).cloned().unwrap_or_default();
         let session = Arc::new(Session {
             key: key.to_string(),
+            _history: self.agent.store.hold_history(key),
             state: Mutex::new(SessionState {
                 stored: settings.clone(),
                 settings,

@@ -22,26 +22,50 @@
 //! A turn's messages reach the history only when the turn ends, together with
 //! the turn's row, in one transaction ([`Store::commit_turn`]). A turn that is
 //! aborted or fails passes no messages: its row is recorded and the history is
-//! exactly what it was before the turn began. Nothing ever writes half a turn.
+//! exactly what it was before the turn began. Nothing ever writes half a turn;
+//! a crash (even `kill -9`) in the middle of a turn leaves the history as it
+//! was before that turn.
+//!
+//! # Writes
+//!
+//! While an [`EventLog`] runs, a turn's commit is written by it, in the same
+//! transaction as the events published since its last write: a turn costs
+//! one write transaction for its commit and its steps' events (see
+//! `store/event_log.rs` for when else it writes). Writing is in
+//! `store/write.rs`.
+//!
+//! # Histories in memory
+//!
+//! A session held with [`Store::hold_history`] (the scheduler holds the
+//! sessions of its table) has its history read from SQLite once, then
+//! served from memory and kept up to date by every commit, under the same
+//! connection, so it is never stale (`store/history.rs`). This assumes the
+//! store's clones are the only writers of the file, which the home's lock
+//! ensures.
 //!
 //! # The file
 //!
 //! The file and its `-wal` and `-shm` files are its owner's only (0600).
 //! The database runs in WAL mode with `synchronous=NORMAL`, a 5 s busy timeout
 //! and foreign keys on; the write-ahead log is checkpointed by a thread of its
-//! own, so no commit waits for the disk. Its schema is versioned with `PRAGMA user_version`:
-//! `MIGRATIONS` is applied in order, the pending ones in one transaction.
-//! SQLite work is blocking, so every async method runs it on the blocking pool.
+//! own after writes, so no commit waits for the disk. Its schema is
+//! versioned with `PRAGMA user_version`: `MIGRATIONS` is applied in order,
+//! the pending ones in one transaction. Statements are prepared once and
+//! stay prepared (the query planner's stability guarantee is on). SQLite
+//! work is blocking, so every async method runs it on the blocking pool.
 
 mod approvals;
 mod checkpoint;
 mod event_log;
+mod history;
 mod owner_only;
 mod tree;
+mod write;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -50,10 +74,15 @@ use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, Type, ValueRef};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 
 pub use approvals::KeptApproval;
 pub use event_log::EventLog;
+pub use history::HistoryHold;
 pub use tree::{TurnNode, forest};
+
+use self::history::Histories;
+use self::write::Commit;
 
 use crate::llm::{Message, Usage};
 use crate::protocol::{Event, Policy, TurnStatus};
@@ -205,7 +234,8 @@ pub struct SessionInfo {
     pub updated_at: String,
 }
 
-/// The session store. Cheap to clone: clones share one connection.
+/// The session store. Cheap to clone: clones share one connection, the
+/// cached histories and the event log's writer.
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
@@ -213,8 +243,22 @@ pub struct Store {
     /// the async side instead of each holding a pool thread that waits for
     /// the connection (hundreds of threads under many sessions).
     gate: Arc<tokio::sync::Semaphore>,
-    /// Keeps the checkpoint thread of a file store running.
-    _checkpoints: Option<Arc<std::sync::mpsc::Sender<()>>>,
+    /// The histories of the sessions held in memory.
+    histories: Arc<Histories>,
+    /// While an [`EventLog`] runs: where turns' commits go, to be written in
+    /// its transactions.
+    log: Arc<Mutex<Option<mpsc::UnboundedSender<LogCommit>>>>,
+    /// Write transactions committed.
+    writes: Arc<AtomicU64>,
+    /// Keeps the checkpoint thread of a file store running, and tells it of
+    /// writes.
+    checkpoints: Option<checkpoint::Checkpoints>,
+}
+
+/// A commit handed to the event log's writer, and where its result goes.
+pub(crate) struct LogCommit {
+    commit: Commit,
+    done: oneshot::Sender<Result<()>>,
 }
 
 impl fmt::Debug for Store {
@@ -245,7 +289,7 @@ impl Store {
             // The writer trims the log after a checkpoint, to this size.
             conn.pragma_update(None, "journal_size_limit", checkpoint::LOG_SIZE_LIMIT)?;
         }
-        store._checkpoints = Some(Arc::new(checkpoint::spawn(path)?));
+        store.checkpoints = Some(checkpoint::spawn(path)?);
         Ok(store)
     }
 
@@ -259,6 +303,13 @@ impl Store {
 
     fn setup(mut conn: Connection) -> Result<Store> {
         conn.busy_timeout(Duration::from_secs(5))?;
+        // The same plan whatever values are bound: else SQLite prepares a
+        // cached statement again each time its bindings change (which
+        // rusqlite's statement cache does on every use).
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )?;
         // An in-memory database answers "memory"; that is fine.
         let _mode: String =
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
@@ -271,7 +322,10 @@ impl Store {
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
             gate: Arc::new(tokio::sync::Semaphore::new(1)),
-            _checkpoints: None,
+            histories: Arc::default(),
+            log: Arc::default(),
+            writes: Arc::default(),
+            checkpoints: None,
         })
     }
 
@@ -287,9 +341,15 @@ impl Store {
             .context("the session store's worker failed")?
     }
 
-    /// A session's history, in order; empty for a session never seen.
+    /// A session's history, in order; empty for a session never seen. From
+    /// memory while the session is held ([`Store::hold_history`]) and was
+    /// read once; else from the table.
     pub async fn history(&self, session: &str) -> Result<Vec<Message>> {
+        if let Some(history) = self.histories.get(session) {
+            return Ok(history);
+        }
         let key = session.to_string();
+        let histories = self.histories.clone();
         self.with_conn(move |conn| {
             let mut stmt = conn
                 .prepare_cached("SELECT idx, json FROM messages WHERE session = ?1 ORDER BY idx")?;
@@ -297,16 +357,32 @@ impl Store {
                 Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
             })?;
             let mut messages = Vec::new();
+            let mut next_idx = 0;
             for row in rows {
                 let (idx, json) = row?;
                 let message = serde_json::from_str(&json)
                     .with_context(|| format!("message {idx} is not a valid message"))?;
                 messages.push(message);
+                next_idx = idx + 1;
             }
+            // Under the connection: no commit comes between the read and this.
+            histories.fill(&key, &messages, next_idx);
             Ok(messages)
         })
         .await
         .with_context(|| format!("reading the history of session {session}"))
+    }
+
+    /// Keeps `session`'s history in memory once read, until the hold (and
+    /// every other hold of that session) is dropped: the scheduler holds
+    /// each session in its table. See `store/history.rs`.
+    pub fn hold_history(&self, session: &str) -> HistoryHold {
+        self.histories.hold(session)
+    }
+
+    /// Write transactions committed so far (events and turns).
+    pub fn write_transactions(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
     }
 
     /// Every session's settings kept by [`Store::set_settings`]: what the
@@ -336,7 +412,7 @@ impl Store {
     /// Keeps `settings` for `session` (creating its row if needed); empty
     /// ones are kept as none.
     pub async fn set_settings(&self, session: &str, settings: &SessionSettings) -> Result<()> {
-        let key = session.to_string();
+        let (key, store) = (session.to_string(), self.clone());
         let json = (!settings.is_empty())
             .then(|| serde_json::to_string(settings).expect("settings serialize"));
         self.with_conn(move |conn| {
@@ -356,6 +432,7 @@ impl Store {
                     .execute(params![key, now, json])?;
                 }
             }
+            store.wrote();
             Ok(())
         })
         .await
@@ -367,57 +444,67 @@ impl Store {
     /// inserts the turn row. An aborted or errored turn passes no messages:
     /// its row is recorded and the history is untouched.
     ///
-    /// Fails (writing nothing) if a turn with this id was already committed.
+    /// While an [`EventLog`] runs, the commit is written by it, in the same
+    /// transaction as the events published so far; this returns once it is
+    /// committed. Fails (writing nothing of this turn) if a turn with this id
+    /// was already committed.
     pub async fn commit_turn(&self, turn: &TurnRecord, messages: &[Message]) -> Result<()> {
-        let jsons = messages
-            .iter()
-            .map(serde_json::to_string)
-            .collect::<serde_json::Result<Vec<String>>>()?;
-        let turn = turn.clone();
-        let (id, session) = (turn.id.clone(), turn.session.clone());
-        self.with_conn(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.prepare_cached(
-                "INSERT INTO sessions (key, created_at, updated_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (key) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
-            )?
-            .execute(params![turn.session, turn.started_at, turn.ended_at])?;
-            tx.prepare_cached(
-                "INSERT INTO turns (id, session, parent_turn_id, input, status, reason, iterations,
-                                    input_tokens, output_tokens, started_at, ended_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(params![
-                turn.id,
-                turn.session,
-                turn.parent_turn_id,
-                turn.input,
-                turn.status.as_str(),
-                turn.reason,
-                turn.iterations,
-                U64(turn.usage.input_tokens),
-                U64(turn.usage.output_tokens),
-                turn.started_at,
-                turn.ended_at,
-            ])?;
-            if !jsons.is_empty() {
-                let next: i64 = tx
-                    .prepare_cached(
-                        "SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1",
-                    )?
-                    .query_row([&turn.session], |row| row.get(0))?;
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
-                )?;
-                for (idx, json) in (next..).zip(&jsons) {
-                    insert.execute(params![turn.session, idx, turn.id, json])?;
+        let commit = Commit::new(turn, messages)?;
+        let sent = {
+            let log = lock(&self.log);
+            match log.as_ref() {
+                Some(log) => {
+                    let (done, result) = oneshot::channel();
+                    log.send(LogCommit { commit, done })
+                        .map(|()| result)
+                        .map_err(|unsent| unsent.0.commit)
                 }
+                None => Err(commit),
             }
-            tx.commit()?;
-            Ok(())
+        };
+        match sent {
+            Ok(result) => result.await.unwrap_or_else(|_| {
+                Err(anyhow::anyhow!(
+                    "the event log's writer stopped before it wrote the turn"
+                ))
+                .with_context(|| write::context(turn))
+            }),
+            // No writer (or it has just ended): written here.
+            Err(commit) => {
+                let context = write::context(&commit.turn);
+                let mut results = self
+                    .write(Arc::new([]), Arc::new([commit]))
+                    .await
+                    .context(context)?;
+                results.pop().expect("one result per commit")
+            }
+        }
+    }
+
+    /// Writes `events` and `commits` in one transaction (see
+    /// `store/write.rs`): the outer error is the transaction's, each
+    /// commit's result is in the list.
+    async fn write(
+        &self,
+        events: Arc<[Arc<Event>]>,
+        commits: Arc<[Commit]>,
+    ) -> Result<Vec<Result<()>>> {
+        let (histories, store) = (self.histories.clone(), self.clone());
+        self.with_conn(move |conn| {
+            let results = write::write(conn, &histories, &events, &commits)?;
+            store.wrote();
+            Ok(results)
         })
         .await
-        .with_context(|| format!("saving turn {id} of session {session}"))
+    }
+
+    /// A write transaction was committed: counted (under the connection,
+    /// so whoever sees the write sees the count), and a checkpoint due.
+    fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        if let Some(checkpoints) = &self.checkpoints {
+            checkpoints.written();
+        }
     }
 
     /// A session's turns, in order of start.
@@ -500,47 +587,8 @@ impl Store {
         if events.is_empty() {
             return Ok(());
         }
-        let events = events.to_vec();
-        let count = events.len();
-        self.with_conn(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT OR IGNORE INTO events (seq, session, turn_id, type, json)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )?;
-                let mut taken = Vec::new();
-                for event in &events {
-                    let json = serde_json::to_string(&**event)
-                        .with_context(|| format!("serializing event {}", event.seq))?;
-                    let inserted = insert.execute(params![
-                        U64(event.seq),
-                        event.session,
-                        event.turn_id,
-                        event.body.kind().as_str(),
-                        json,
-                    ])?;
-                    if inserted == 0 {
-                        taken.push(event.seq);
-                    }
-                }
-                // A replay writes the same events again, harmlessly; a second
-                // host on the same file numbers its own events from the same
-                // seq, and those are not kept: say so.
-                if !taken.is_empty() {
-                    tracing::warn!(
-                        "event log: {} events not stored because their seq was already taken \
-                         (seq {:?}); is another wasmclaw using the same home folder?",
-                        taken.len(),
-                        taken
-                    );
-                }
-            }
-            tx.commit()?;
-            Ok(())
-        })
-        .await
-        .with_context(|| format!("writing {count} events to the event log"))
+        self.write(events.into(), Arc::new([])).await?;
+        Ok(())
     }
 
     /// Up to `limit` stored events with `seq > after_seq`, in ascending
@@ -607,10 +655,10 @@ pub(crate) fn hold(store: &Store) -> MutexGuard<'_, Connection> {
     lock(&store.conn)
 }
 
-/// The connection, even if a panic poisoned the lock: a panicking closure's
-/// transaction was rolled back when it unwound.
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    conn.lock().unwrap_or_else(PoisonError::into_inner)
+/// The connection (or the writer's sender), even if a panic poisoned the
+/// lock: a panicking closure's transaction was rolled back when it unwound.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A `u64` as SQLite's signed 64-bit integer; out of range is an error
@@ -845,6 +893,157 @@ pub(crate) mod tests {
             .map(|t| t.id)
             .collect();
         assert_eq!(ids, ["parent", "child"]);
+    }
+
+    #[tokio::test]
+    async fn the_statements_of_a_turn_stay_prepared() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("sessions.db")).unwrap();
+        for i in 0..6 {
+            let session = format!("s{}", i % 3);
+            let record = turn(
+                &session,
+                &format!("t{i}"),
+                TurnStatus::Completed,
+                "2026-01-01T00:00:01.000Z",
+            );
+            store
+                .commit_turn(&record, &[Message::user("q"), Message::assistant("a")])
+                .await
+                .unwrap();
+            store.history(&session).await.unwrap();
+            store
+                .append_events(&[delta(i + 1, Some(&session))])
+                .await
+                .unwrap();
+        }
+        let conn = lock(&store.conn);
+        for sql in [
+            "SELECT idx, json FROM messages WHERE session = ?1 ORDER BY idx",
+            "SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1",
+            "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
+        ] {
+            let statement = conn.prepare_cached(sql).unwrap();
+            let runs = statement.get_status(rusqlite::StatementStatus::Run);
+            assert!(runs >= 6, "{sql}: run {runs} times");
+            assert_eq!(
+                statement.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "{sql} was prepared again"
+            );
+        }
+    }
+
+    /// The history as a fresh connection reads it from the file, as JSON.
+    fn stored_history(path: &Path, session: &str) -> String {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT json FROM messages WHERE session = ?1 ORDER BY idx")
+            .unwrap();
+        let rows: Vec<String> = stmt
+            .query_map([session], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        format!("[{}]", rows.join(","))
+    }
+
+    #[tokio::test]
+    async fn a_held_history_is_read_once_then_kept_in_step_with_every_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let store = Store::open(&path).unwrap();
+        let first = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        store.commit_turn(&first, &every_variant()).await.unwrap();
+
+        let hold = store.hold_history("s");
+        assert_eq!(store.history("s").await.unwrap(), every_variant());
+        // Read once: a change made behind the store's back (which the home's
+        // lock rules out) does not reach a held history, and shows it is
+        // served from memory.
+        Connection::open(&path)
+            .unwrap()
+            .execute("UPDATE messages SET json = '{\"role\":\"user\",\"content\":\"x\"}' WHERE session = 's' AND idx = 0", [])
+            .unwrap();
+        assert_eq!(store.history("s").await.unwrap(), every_variant());
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE messages SET json = ?1 WHERE session = 's' AND idx = 0",
+                [serde_json::to_string(&every_variant()[0]).unwrap()],
+            )
+            .unwrap();
+
+        // Every kind of commit keeps it in step: one with messages, an
+        // aborted one (none), one refused (its id taken).
+        let second = turn("s", "t2", TurnStatus::Completed, "2026-01-01T00:00:02.000Z");
+        store
+            .commit_turn(&second, &[Message::user("again"), Message::assistant("ok")])
+            .await
+            .unwrap();
+        let aborted = turn("s", "t3", TurnStatus::Aborted, "2026-01-01T00:00:03.000Z");
+        store.commit_turn(&aborted, &[]).await.unwrap();
+        let taken = turn("s", "t2", TurnStatus::Completed, "2026-01-01T00:00:04.000Z");
+        store
+            .commit_turn(&taken, &[Message::user("lost")])
+            .await
+            .unwrap_err();
+        let cached = serde_json::to_string(&store.history("s").await.unwrap()).unwrap();
+        assert_eq!(cached, stored_history(&path, "s"));
+        assert_eq!(store.histories.usage().1, 1);
+
+        // Let go, the next read is the table's again.
+        drop(hold);
+        assert_eq!(store.histories.usage(), (0, 0));
+        let reopened = Store::open(&path).unwrap();
+        assert_eq!(
+            store.history("s").await.unwrap(),
+            reopened.history("s").await.unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn held_histories_keep_to_their_budget_least_recently_used_first() {
+        let store = Store::open_in_memory().unwrap();
+        let long = "x".repeat(1000);
+        let _holds: Vec<HistoryHold> = ["a", "b", "c"]
+            .iter()
+            .map(|s| store.hold_history(s))
+            .collect();
+        for (i, session) in ["a", "b", "c"].iter().enumerate() {
+            let record = turn(
+                session,
+                &format!("t{i}"),
+                TurnStatus::Completed,
+                "2026-01-01T00:00:01.000Z",
+            );
+            store
+                .commit_turn(&record, &[Message::user(long.clone())])
+                .await
+                .unwrap();
+        }
+        // Room for two histories: reading a third drops the least recently
+        // used ones until a quarter of the budget is free.
+        store.histories.set_budget(2 * 1100);
+        for session in ["a", "b", "c"] {
+            assert_eq!(
+                store.history(session).await.unwrap(),
+                [Message::user(long.clone())]
+            );
+        }
+        let (bytes, loaded) = store.histories.usage();
+        assert!(bytes <= 2 * 1100, "{bytes} bytes");
+        assert_eq!(loaded, 1, "a and b dropped to make room for c");
+        // A dropped history is read again, whole and right.
+        let more = turn("a", "t9", TurnStatus::Completed, "2026-01-01T00:00:09.000Z");
+        store
+            .commit_turn(&more, &[Message::assistant("more")])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.history("a").await.unwrap(),
+            [Message::user(long.clone()), Message::assistant("more")]
+        );
     }
 
     #[tokio::test]

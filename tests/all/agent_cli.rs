@@ -2,6 +2,8 @@
 //! model on 127.0.0.1.
 
 use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
@@ -453,4 +455,55 @@ async fn base_url_applies_to_anthropic_candidates_and_a_mixed_chain_is_refused()
          ANTHROPIC_BASE_URL instead\n"
     );
     assert_eq!(fake.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_instances_bounds_the_plugin_calls_in_flight() {
+    use wasmclaw_tests::gate::{ToolGates, gate_calls};
+    let gates = ToolGates::new();
+    let dir = PluginDir::new();
+    dir.add("hostile");
+    dir.grants("hostile", &gates.grants());
+    let home = dir.scratch("home");
+    let (_, _, err) = wasmclaw(&home, &[], &["--max-instances", "0", "plugins", "list"]).await;
+    assert_eq!(
+        err,
+        "error: --max-instances: expected 1 to 100000, found 0\n"
+    );
+
+    // Two calls at once with room for one: the second cannot start.
+    let fake = FakeModel::start([
+        gate_calls(&[("c1", "g1"), ("c2", "g2")]),
+        Reply::text("done"),
+    ])
+    .await;
+    let child = wasmclaw_tests::serve_bin::wasmclaw_command(&home, &dir.path())
+        .args(["--max-instances", "1", "run", "--events"])
+        .args(["--model", "openai:m", "--base-url", &fake.openai_base_url()])
+        .args(["-m", "two gates"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let limit = Duration::from_secs(30);
+    let started = tokio::time::timeout(limit, async {
+        while !gates.started("g1") && !gates.started("g2") {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    started.await.expect("one call reaches its gate");
+    gates.open("g1");
+    gates.open("g2");
+    let out = wasmclaw_tests::serve_bin::succeeded(child).await;
+    let ends: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "tool_call_end")
+        .collect();
+    let refused: Vec<&Value> = ends.iter().filter(|e| e["ok"] == false).collect();
+    assert_eq!((ends.len(), refused.len()), (2, 1), "{ends:?}");
+    assert_eq!(
+        refused[0]["output"],
+        "error (internal): plugin 'hostile' could not start: the host is running as many plugin instances as it allows; try again shortly"
+    );
 }

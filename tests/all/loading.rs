@@ -143,3 +143,49 @@ async fn a_missing_plugin_directory_is_an_empty_set() {
     let err = plugins.call(&ctx(), "echo", "{}").await.unwrap_err();
     assert_eq!(err.message, "unknown tool \"echo\"; available tools: none");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schemas_are_compiled_when_first_seen_and_later_only_on_first_call() {
+    use wasmclaw::plugin::sandbox::cache::Compiler;
+    use wasmclaw::plugin::{Plugins, Runtime, RuntimeConfig};
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        compiler: Compiler::InProcess,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let compiled = |plugins: &Plugins| -> Vec<(String, bool)> {
+        let catalog = plugins.catalog();
+        let tools = catalog.tools();
+        tools
+            .iter()
+            .map(|t| (t.name.clone(), t.is_compiled()))
+            .collect()
+    };
+    // New schemas: each is compiled (and checked) at load.
+    let first = Plugins::load_dir(runtime.clone(), dir.path()).await;
+    let tools = compiled(&first);
+    assert!(tools.len() > 1, "{tools:?}");
+    assert!(tools.iter().all(|(_, c)| *c), "{tools:?}");
+    // Seen before: none is, until called.
+    let again = Plugins::load_dir(runtime.clone(), dir.path()).await;
+    assert!(compiled(&again).iter().all(|(_, c)| !*c));
+    assert_eq!(
+        again
+            .call(&ctx(), "add", r#"{"a":40,"b":2}"#)
+            .await
+            .unwrap(),
+        "42"
+    );
+    let err = again.call(&ctx(), "add", r#"{"a":"x"}"#).await.unwrap_err();
+    assert!(
+        err.message.starts_with("invalid arguments for add"),
+        "{}",
+        err.message
+    );
+    let now: Vec<(String, bool)> = compiled(&again).into_iter().filter(|(_, c)| *c).collect();
+    assert_eq!(now, [("add".to_string(), true)]);
+}

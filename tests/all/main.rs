@@ -11,6 +11,7 @@ mod config;
 mod config_reload;
 mod core;
 mod descriptors;
+mod durability;
 mod examples;
 mod hardening;
 mod home;

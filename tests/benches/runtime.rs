@@ -15,22 +15,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use wasmclaw::plugin::sandbox::cache::Compiler;
 use wasmclaw::plugin::{CallContext, Plugins, Runtime, RuntimeConfig};
-use wasmclaw_tests::bench::{Row, micros, ms, percentile, print_and_save, rss_kib, timed, us};
-use wasmclaw_tests::{PluginDir, example_src, guest, target_dir};
-
-/// The ten plugins of the startup measurement.
-const TEN: [&str; 10] = [
-    "calculator",
-    "files",
-    "text",
-    "time",
-    "echo",
-    "hostile",
-    "filler_1",
-    "filler_2",
-    "filler_3",
-    "filler_4",
-];
+use wasmclaw_tests::bench::{
+    Row, add_ten_plugins, micros, ms, percentile, print_and_save, rss_kib, timed, us,
+};
+use wasmclaw_tests::{PluginDir, guest, target_dir};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -109,14 +97,7 @@ fn main() {
 
     // Start to ready with ten cached plugins, in a fresh process.
     let dir = PluginDir::new();
-    dir.scratch("workspace");
-    for name in TEN {
-        dir.add(name);
-        let sidecar = example_src(name).join(format!("{name}.toml"));
-        if sidecar.exists() {
-            dir.grants(name, &std::fs::read_to_string(sidecar).unwrap());
-        }
-    }
+    add_ten_plugins(&dir);
     let cache = target_dir().join("bench-cache");
     let exe = std::env::current_exe().unwrap();
     let probe = || -> (Duration, u64, Duration) {

@@ -7,6 +7,7 @@ pub mod fake_model;
 pub mod gate;
 pub mod plugin_log;
 pub mod scaffold;
+pub mod serve_bin;
 pub mod server;
 
 use std::path::{Path, PathBuf};
@@ -177,6 +178,18 @@ pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> b
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     check()
+}
+
+/// [`eventually`] with a check that awaits (a request to a server).
+pub async fn eventually_async(timeout: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check().await
 }
 
 /// The `wasmclaw` binary of this build (`cargo build -p wasmclaw` first; the

@@ -120,3 +120,24 @@ impl ToolSet for BuiltinSet {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Their schemas are compiled on first call: each must compile.
+    #[test]
+    fn every_built_in_schema_compiles() {
+        for tool in SET.tools() {
+            let err = tool.check_arguments(r#"{"task": 1}"#).unwrap_err();
+            assert_eq!(
+                err.kind,
+                ErrorKind::InvalidInput,
+                "{}: {}",
+                tool.name,
+                err.message
+            );
+            tool.check_arguments(r#"{"task": "t"}"#).unwrap();
+        }
+    }
+}

@@ -30,12 +30,14 @@ pub const MAX_PLUGIN_MIB_VAR: &str = "WASMCLAW_MAX_PLUGIN_MIB";
 pub const COMPILE_TIMEOUT_VAR: &str = "WASMCLAW_COMPILE_TIMEOUT";
 /// `--compile-memory-mib`.
 pub const COMPILE_MEMORY_MIB_VAR: &str = "WASMCLAW_COMPILE_MEMORY_MIB";
+/// `--max-instances`.
+pub const MAX_INSTANCES_VAR: &str = "WASMCLAW_MAX_INSTANCES";
 /// The default of `[server] token_env`: the HTTP API's token.
 pub const API_TOKEN_VAR: &str = "WASMCLAW_API_TOKEN";
 
 /// Every variable the configuration reads by a fixed name (besides the
 /// providers' own, [`crate::llm::PROVIDER_ENV`], and those the file names).
-pub const ENV: [&str; 11] = [
+pub const ENV: [&str; 12] = [
     CONFIG_VAR,
     AGENT_VAR,
     MODEL_VAR,
@@ -46,6 +48,7 @@ pub const ENV: [&str; 11] = [
     MAX_PLUGIN_MIB_VAR,
     COMPILE_TIMEOUT_VAR,
     COMPILE_MEMORY_MIB_VAR,
+    MAX_INSTANCES_VAR,
     API_TOKEN_VAR,
 ];
 
@@ -55,6 +58,8 @@ pub struct Overrides {
     pub plugins: PluginFlags,
     pub agent: AgentFlags,
     pub server: ServerFlags,
+    /// The command is `serve`: defaults sized for many sessions.
+    pub serving: bool,
 }
 
 /// `[plugins]`: flags of every command.
@@ -75,6 +80,12 @@ pub struct PluginFlags {
     /// WASMCLAW_COMPILE_MEMORY_MIB; default 2048).
     #[arg(long, global = true, value_name = "MIB")]
     pub compile_memory_mib: Option<u64>,
+    /// Plugin instances alive at once: every call in flight, tools and
+    /// hooks, of every session; a call past it fails, retryable (or
+    /// WASMCLAW_MAX_INSTANCES; default 1000 for `serve`, 64 otherwise).
+    /// The engine reserves their slots at start, so fewer start faster.
+    #[arg(long, global = true, value_name = "N")]
+    pub max_instances: Option<u64>,
 }
 
 /// The agent the process runs, and its model: flags of `run`, `chat`,

@@ -64,7 +64,13 @@ pub fn resolve(input: &Input) -> Result<Config, ConfigErrors> {
         &limits,
     );
     let server = host::server(&mut r, toml.server.as_ref(), &flags.server);
-    let plugins = host::plugins(&mut r, toml.plugins.as_ref(), &flags.plugins, input.home);
+    let plugins = host::plugins(
+        &mut r,
+        toml.plugins.as_ref(),
+        &flags.plugins,
+        flags.serving,
+        input.home,
+    );
     let hooks = host::hooks(&mut r, toml.hooks.as_ref());
     if !r.errors.is_empty() {
         // Flags' and variables' faults first, then the file's in its order.

@@ -228,6 +228,8 @@ pub struct PluginSettings {
     pub dir: PathBuf,
     /// Bounds on loading a plugin file.
     pub load: LoadLimits,
+    /// Plugin instances alive at once (all sessions, tools and hooks).
+    pub max_instances: u32,
     /// Per-call limits of plugins whose grants file does not set them.
     pub limits: PluginLimits,
 }

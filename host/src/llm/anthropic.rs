@@ -11,15 +11,18 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
+use super::body::{Fragments, object_for, to_json};
 use super::http::{Exchange, Flow, WireError, error_envelope, error_event, is_json, snippet};
 use super::limits::CallLimits;
 use super::types::{
-    ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, Usage,
+    ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, ToolDef,
+    Usage, valid_arguments,
 };
-use super::{LlmError, LlmErrorKind, ProviderConfig};
+use super::{HttpClient, LlmError, LlmErrorKind, ProviderConfig};
 
 pub const API_VERSION: &str = "2023-06-01";
 /// `max_tokens` when the request sets none (the API requires one).
@@ -28,15 +31,18 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 pub struct Anthropic {
     name: String,
     config: ProviderConfig,
-    client: reqwest::Client,
+    client: HttpClient,
+    /// The serialized system prompts and tool lists of its requests.
+    fragments: Fragments,
 }
 
 impl Anthropic {
-    pub fn new(config: ProviderConfig, client: reqwest::Client) -> Anthropic {
+    pub fn new(config: ProviderConfig, client: HttpClient) -> Anthropic {
         Anthropic {
             name: config.name(),
             config,
             client,
+            fragments: Fragments::default(),
         }
     }
 
@@ -59,11 +65,14 @@ impl Anthropic {
         };
         let exchange = Exchange::new(&self.name, self.config.timeout, self.config.limits);
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let builder = (self.client.post(url))
+        let client = (self.client.for_url(&url))
+            .map_err(|e| LlmError::new(&self.name, LlmErrorKind::Config, e))?;
+        let builder = (client.post(url))
             .header("x-api-key", key)
             .header("anthropic-version", API_VERSION)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
             .headers(self.config.headers.clone())
-            .json(&request_body(&self.config, request));
+            .body(request_body(&self.config, request, &self.fragments));
         let response = (exchange.send(builder).await)
             .map_err(|e| e.with_key_hint(true, self.config.api_key_env.as_deref()))?;
         let mut acc = Accumulator::new(&self.name, self.config.limits);
@@ -84,48 +93,123 @@ impl Anthropic {
     }
 }
 
-/// The request body.
-pub fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
-    let (system, messages) = wire_messages(&request.messages);
-    let mut body = json!({
-        "model": request.model.as_deref().unwrap_or(&config.model),
-        "max_tokens": request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-        "messages": messages,
-    });
-    if !system.is_empty() {
-        body["system"] = json!(system);
+/// The request body, written straight to bytes; the system prompt (the
+/// leading system messages) and the tool list are serialized once, in
+/// `fragments`.
+pub fn request_body(
+    config: &ProviderConfig,
+    request: &ChatRequest,
+    fragments: &Fragments,
+) -> Vec<u8> {
+    let leading = (request.messages.iter())
+        .take_while(|m| matches!(m, Message::System { .. }))
+        .count();
+    let system = match &request.messages[..leading] {
+        [] => None,
+        [Message::System { content }] => Some(fragments.prompt(content, |p| to_json(&p))),
+        several => {
+            let texts: Vec<&str> = (several.iter())
+                .filter_map(|m| match m {
+                    Message::System { content } => Some(content.as_str()),
+                    _ => None,
+                })
+                .collect();
+            Some(fragments.prompt(&texts.join("\n\n"), |p| to_json(&p)))
+        }
+    };
+    let tools = fragments.tool_list(&request.tools, WireTool::of);
+    let mut body = object_for(system.as_deref(), tools.as_deref(), request.messages.len());
+    body.field("model", &request.model.as_deref().unwrap_or(&config.model));
+    body.field(
+        "max_tokens",
+        &request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+    );
+    body.array("messages", None, turns(&request.messages[leading..]));
+    if let Some(system) = &system {
+        body.raw("system", system);
     }
-    if !request.tools.is_empty() {
-        let tools = (request.tools.iter()).map(
-            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
+    if let Some(tools) = &tools {
+        body.raw("tools", tools);
+        body.raw(
+            "tool_choice",
+            match request.tool_choice {
+                ToolChoice::Auto => r#"{"type":"auto"}"#,
+                ToolChoice::Required => r#"{"type":"any"}"#,
+                ToolChoice::None => r#"{"type":"none"}"#,
+            },
         );
-        body["tools"] = Value::Array(tools.collect());
-        body["tool_choice"] = match request.tool_choice {
-            ToolChoice::Auto => json!({"type": "auto"}),
-            ToolChoice::Required => json!({"type": "any"}),
-            ToolChoice::None => json!({"type": "none"}),
-        };
     }
     if config.stream {
-        body["stream"] = json!(true);
+        body.field("stream", &true);
     }
-    body
+    body.finish()
 }
 
-/// The system prompt (the leading system messages, joined) and the
-/// alternating messages. A later system message becomes user text.
-fn wire_messages(messages: &[Message]) -> (String, Vec<Value>) {
-    let leading = messages
-        .iter()
-        .take_while(|m| matches!(m, Message::System { .. }));
-    let system: Vec<&str> = leading
-        .map(|m| match m {
-            Message::System { content } => content.as_str(),
-            _ => "",
-        })
-        .collect();
-    let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
-    for message in &messages[system.len()..] {
+/// One message of the API's alternating user and assistant messages.
+#[derive(Serialize)]
+struct WireTurn<'a> {
+    role: &'static str,
+    content: Content<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    /// A lone text block is sent as plain text.
+    Text(&'a str),
+    Blocks(Vec<WireBlock<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a RawValue,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+impl<'a> WireTool<'a> {
+    fn of(tool: &'a ToolDef) -> WireTool<'a> {
+        WireTool {
+            name: &tool.name,
+            description: &tool.description,
+            input_schema: &tool.parameters,
+        }
+    }
+}
+
+/// A tool call's arguments as the `input` object: `{}` when they are not
+/// one.
+fn input(arguments: &str) -> &RawValue {
+    let empty = || serde_json::from_str::<&RawValue>("{}").expect("{} is JSON");
+    serde_json::from_str::<&RawValue>(valid_arguments(arguments)).unwrap_or_else(|_| empty())
+}
+
+/// The conversation after the system prompt as alternating messages: tool
+/// calls become `tool_use` blocks, consecutive tool results one user
+/// message of `tool_result` blocks, consecutive messages of one role are
+/// merged, and a later system message becomes user text.
+fn turns(messages: &[Message]) -> Vec<WireTurn<'_>> {
+    let mut turns: Vec<(&'static str, Vec<WireBlock<'_>>)> = Vec::new();
+    for message in messages {
         let (role, blocks) = match message {
             Message::System { content } | Message::User { content } => {
                 ("user", text_block(content))
@@ -134,12 +218,10 @@ fn wire_messages(messages: &[Message]) -> (String, Vec<Value>) {
                 content,
                 tool_calls,
             } => {
-                let calls = tool_calls.iter().map(|call| {
-                    let input = serde_json::from_str::<Value>(&call.arguments)
-                        .ok()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
-                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
+                let calls = tool_calls.iter().map(|call| WireBlock::ToolUse {
+                    id: &call.id,
+                    name: &call.name,
+                    input: input(&call.arguments),
                 });
                 (
                     "assistant",
@@ -151,14 +233,14 @@ fn wire_messages(messages: &[Message]) -> (String, Vec<Value>) {
                 content,
                 is_error,
                 ..
-            } => {
-                let mut block =
-                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
-                if *is_error {
-                    block["is_error"] = json!(true);
-                }
-                ("user", vec![block])
-            }
+            } => (
+                "user",
+                vec![WireBlock::ToolResult {
+                    tool_use_id: tool_call_id,
+                    content,
+                    is_error: *is_error,
+                }],
+            ),
         };
         match turns.last_mut() {
             _ if blocks.is_empty() => {}
@@ -166,22 +248,22 @@ fn wire_messages(messages: &[Message]) -> (String, Vec<Value>) {
             _ => turns.push((role, blocks)),
         }
     }
-    let messages = turns.into_iter().map(|(role, mut blocks)| {
-        // A lone text block is sent as plain text.
-        let content = match blocks.as_mut_slice() {
-            [block] if block["type"] == "text" => block["text"].take(),
-            _ => Value::Array(blocks),
-        };
-        json!({"role": role, "content": content})
-    });
-    (system.join("\n\n"), messages.collect())
+    (turns.into_iter())
+        .map(|(role, mut blocks)| {
+            let content = match blocks.as_slice() {
+                [WireBlock::Text { text }] => Content::Text(text),
+                _ => Content::Blocks(std::mem::take(&mut blocks)),
+            };
+            WireTurn { role, content }
+        })
+        .collect()
 }
 
 /// A text block, or none for empty text (the API rejects empty blocks).
-fn text_block(text: &str) -> Vec<Value> {
+fn text_block(text: &str) -> Vec<WireBlock<'_>> {
     match text {
         "" => Vec::new(),
-        text => vec![json!({"type": "text", "text": text})],
+        text => vec![WireBlock::Text { text }],
     }
 }
 
@@ -494,8 +576,13 @@ impl Accumulator {
 mod tests {
     use super::*;
     use crate::llm::ProviderKind;
-    use crate::llm::types::ToolDef;
+    use serde_json::json;
     use std::time::Duration;
+
+    /// The body `request` gets, as JSON.
+    fn body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+        serde_json::from_slice(&request_body(config, request, &Fragments::default())).unwrap()
+    }
 
     fn config(stream: bool) -> ProviderConfig {
         ProviderConfig {
@@ -568,7 +655,7 @@ mod tests {
             max_tokens: None,
             model: None,
         };
-        let body = request_body(&config(true), &request);
+        let body = body(&config(true), &request);
         assert_eq!(
             body,
             json!({
@@ -610,7 +697,7 @@ mod tests {
             max_tokens: Some(10),
             ..ChatRequest::default()
         };
-        let body = request_body(&config(false), &request);
+        let body = body(&config(false), &request);
         assert_eq!(
             body,
             json!({
@@ -625,6 +712,46 @@ mod tests {
                 ],
             })
         );
+    }
+
+    #[test]
+    fn a_body_with_cached_parts_is_the_body_without_them() {
+        let fragments = Fragments::default();
+        let tools = std::sync::Arc::new(vec![ToolDef {
+            name: "read".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }]);
+        let mut request = ChatRequest {
+            messages: vec![
+                Message::system("a long prompt"),
+                Message::user("read a"),
+                Message::Assistant {
+                    content: String::new(),
+                    tool_calls: vec![call("t1", " {\"path\": \"a\"} ")],
+                },
+                result("t1", "A", false),
+            ],
+            tools: tools.clone(),
+            ..ChatRequest::default()
+        };
+        for round in 0..3 {
+            let cached: Value =
+                serde_json::from_slice(&request_body(&config(true), &request, &fragments)).unwrap();
+            assert_eq!(cached, body(&config(true), &request), "round {round}");
+            assert_eq!(
+                cached["messages"][1]["content"][0]["input"],
+                json!({"path": "a"})
+            );
+            // The next call: the same list and prompt, then other ones.
+            request
+                .messages
+                .push(Message::user(format!("more {round}")));
+            if round == 1 {
+                request.messages.insert(0, Message::system("and another"));
+                request.tools = std::sync::Arc::new(vec![]);
+            }
+        }
     }
 
     #[test]
@@ -891,7 +1018,7 @@ mod tests {
                     api_key_env: var.map(String::from),
                     ..config(true)
                 },
-                reqwest::Client::new(),
+                HttpClient::default(),
             );
             let error = provider
                 .chat(&ChatRequest::default(), &mut |_: &str| {})

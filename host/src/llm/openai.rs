@@ -12,29 +12,33 @@
 //! carries them (llama.cpp answers HTTP 500), which would break the session
 //! for good.
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use super::body::{Fragments, object_for, to_json};
 use super::http::{Exchange, Flow, WireError, error_event, is_json, snippet};
 use super::limits::CallLimits;
 use super::types::{
-    ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, Usage,
-    valid_arguments,
+    ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, ToolDef,
+    Usage, valid_arguments,
 };
-use super::{LlmError, LlmErrorKind, ProviderConfig};
+use super::{HttpClient, LlmError, LlmErrorKind, ProviderConfig};
 
 pub struct OpenAi {
     name: String,
     config: ProviderConfig,
-    client: reqwest::Client,
+    client: HttpClient,
+    /// The serialized system prompts and tool lists of its requests.
+    fragments: Fragments,
 }
 
 impl OpenAi {
-    pub fn new(config: ProviderConfig, client: reqwest::Client) -> OpenAi {
+    pub fn new(config: ProviderConfig, client: HttpClient) -> OpenAi {
         OpenAi {
             name: config.name(),
             config,
             client,
+            fragments: Fragments::default(),
         }
     }
 
@@ -53,9 +57,13 @@ impl OpenAi {
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
         );
-        let mut builder = (self.client.post(url))
+        let client = (self.client.for_url(&url))
+            .map_err(|e| LlmError::new(&self.name, LlmErrorKind::Config, e))?;
+        let mut builder = client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
             .headers(self.config.headers.clone())
-            .json(&request_body(&self.config, request));
+            .body(request_body(&self.config, request, &self.fragments));
         if let Some(key) = &self.config.api_key {
             builder = builder.bearer_auth(key);
         }
@@ -82,66 +90,140 @@ impl OpenAi {
     }
 }
 
-/// The request body.
-pub fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
-    let mut body = json!({
-        "model": request.model.as_deref().unwrap_or(&config.model),
-        "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
-    });
-    if !request.tools.is_empty() {
-        let tools = request.tools.iter().map(|tool| {
-            json!({
-                "type": "function",
-                "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
-            })
-        });
-        body["tools"] = Value::Array(tools.collect());
-        body["tool_choice"] = json!(match request.tool_choice {
-            ToolChoice::Auto => "auto",
-            ToolChoice::Required => "required",
-            ToolChoice::None => "none",
-        });
+/// The request body, written straight to bytes; the system prompt (a first
+/// system message) and the tool list are serialized once, in `fragments`.
+pub fn request_body(
+    config: &ProviderConfig,
+    request: &ChatRequest,
+    fragments: &Fragments,
+) -> Vec<u8> {
+    let (system, rest) = match request.messages.split_first() {
+        Some((Message::System { content }, rest)) => {
+            let system = fragments.prompt(content, |prompt| {
+                to_json(&Wire::of(&Message::System {
+                    content: prompt.to_string(),
+                }))
+            });
+            (Some(system), rest)
+        }
+        _ => (None, &request.messages[..]),
+    };
+    let tools = fragments.tool_list(&request.tools, WireTool::of);
+    let mut body = object_for(system.as_deref(), tools.as_deref(), request.messages.len());
+    body.field("model", &request.model.as_deref().unwrap_or(&config.model));
+    body.array("messages", system.as_deref(), rest.iter().map(Wire::of));
+    if let Some(tools) = &tools {
+        body.raw("tools", tools);
+        body.field(
+            "tool_choice",
+            &match request.tool_choice {
+                ToolChoice::Auto => "auto",
+                ToolChoice::Required => "required",
+                ToolChoice::None => "none",
+            },
+        );
     }
     if let Some(max) = request.max_tokens {
-        body["max_tokens"] = json!(max);
+        body.field("max_tokens", &max);
     }
     if config.stream {
-        body["stream"] = json!(true);
-        body["stream_options"] = json!({"include_usage": true});
+        body.field("stream", &true);
+        body.raw("stream_options", r#"{"include_usage":true}"#);
     }
-    body
+    body.finish()
 }
 
-fn wire_message(message: &Message) -> Value {
-    match message {
-        Message::System { content } => json!({"role": "system", "content": content}),
-        Message::User { content } => json!({"role": "user", "content": content}),
-        Message::Assistant {
-            content,
-            tool_calls,
-        } if tool_calls.is_empty() => {
-            json!({"role": "assistant", "content": content})
+/// A message as the API takes it.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Wire<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// `null` beside tool calls when there is no text.
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    r#type: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    r#type: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> WireTool<'a> {
+    fn of(tool: &'a ToolDef) -> WireTool<'a> {
+        WireTool {
+            r#type: "function",
+            function: WireToolFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
         }
-        Message::Assistant {
-            content,
-            tool_calls,
-        } => {
-            let calls = tool_calls.iter().map(|call| {
-                let arguments = valid_arguments(&call.arguments);
-                json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
-            });
-            let content = if content.is_empty() {
-                Value::Null
-            } else {
-                json!(content)
-            };
-            json!({"role": "assistant", "content": content, "tool_calls": calls.collect::<Vec<_>>()})
+    }
+}
+
+impl<'a> Wire<'a> {
+    fn of(message: &'a Message) -> Wire<'a> {
+        match message {
+            Message::System { content } => Wire::System { content },
+            Message::User { content } => Wire::User { content },
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => Wire::Assistant {
+                content: (tool_calls.is_empty() || !content.is_empty()).then_some(content),
+                tool_calls: (tool_calls.iter())
+                    .map(|call| WireCall {
+                        id: &call.id,
+                        r#type: "function",
+                        function: WireFunction {
+                            name: &call.name,
+                            arguments: valid_arguments(&call.arguments),
+                        },
+                    })
+                    .collect(),
+            },
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Wire::Tool {
+                tool_call_id,
+                content,
+            },
         }
-        Message::Tool {
-            tool_call_id,
-            content,
-            ..
-        } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
     }
 }
 
@@ -441,8 +523,14 @@ impl Accumulator {
 mod tests {
     use super::*;
     use crate::llm::ProviderKind;
-    use crate::llm::types::ToolDef;
+    use serde_json::json;
+    use std::sync::Arc;
     use std::time::Duration;
+
+    /// The body `request` gets, as JSON.
+    fn body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+        serde_json::from_slice(&request_body(config, request, &Fragments::default())).unwrap()
+    }
 
     fn config(stream: bool) -> ProviderConfig {
         ProviderConfig {
@@ -504,7 +592,7 @@ mod tests {
             max_tokens: Some(100),
             model: None,
         };
-        let body = request_body(&config(true), &request);
+        let body = body(&config(true), &request);
         assert_eq!(
             body,
             json!({
@@ -540,7 +628,7 @@ mod tests {
             tool_choice: ToolChoice::None,
             ..ChatRequest::default()
         };
-        let body = request_body(&config(false), &request);
+        let body = body(&config(false), &request);
         assert_eq!(
             body,
             json!({"model": "gpt-test", "messages": [
@@ -548,6 +636,37 @@ mod tests {
                 {"role": "assistant", "content": ""},
             ]})
         );
+    }
+
+    #[test]
+    fn a_body_with_cached_parts_is_the_body_without_them() {
+        let fragments = Fragments::default();
+        let tools = Arc::new(vec![ToolDef {
+            name: "weather".into(),
+            description: "Current weather".into(),
+            parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        }]);
+        let mut request = ChatRequest {
+            messages: vec![Message::system("a long prompt"), Message::user("weather?")],
+            tools: tools.clone(),
+            ..ChatRequest::default()
+        };
+        for round in 0..4 {
+            let cached: Value =
+                serde_json::from_slice(&request_body(&config(true), &request, &fragments)).unwrap();
+            assert_eq!(cached, body(&config(true), &request), "round {round}");
+            // The next call: the same list and prompt with more messages and
+            // another tool choice, then another prompt, then no tools.
+            request
+                .messages
+                .push(Message::assistant(format!("answer {round}")));
+            request.tool_choice = ToolChoice::None;
+            match round {
+                1 => request.messages[0] = Message::system("another prompt"),
+                2 => request.tools = Arc::new(vec![]),
+                _ => {}
+            }
+        }
     }
 
     #[test]
@@ -767,7 +886,7 @@ mod tests {
             }],
             ..ChatRequest::default()
         };
-        let body = request_body(&config(false), &request);
+        let body = body(&config(false), &request);
         let sent: Vec<&str> = (body["messages"][0]["tool_calls"].as_array().unwrap().iter())
             .map(|c| c["function"]["arguments"].as_str().unwrap())
             .collect();

@@ -162,7 +162,7 @@ impl Plugin {
                 spawner: ctx.spawner.as_ref().map(|s| pool::on_caller(s.0.clone())),
             })
             .config(self.grants.config_json.clone())
-            .build(self.runtime.engine())
+            .build(self.runtime.engine(), self.runtime.epochs())
             .map_err(|e| {
                 ToolError::new(
                     ErrorKind::Internal,

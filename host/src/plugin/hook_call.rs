@@ -119,7 +119,7 @@ impl Plugin {
                 self.runtime.descriptors(),
             )
             .config(self.grants.config_json.clone())
-            .build(self.runtime.engine())
+            .build(self.runtime.engine(), self.runtime.epochs())
             .map_err(|e| format!("plugin '{}' could not start: {e:#}", self.name))?;
         let wit_ctx = wit_context(ctx, &deadline);
         let (plugin, input) = (self.clone(), OwnedInput::from(input));

@@ -30,7 +30,7 @@ use super::sandbox::failure::describe_failure;
 use super::sandbox::pool;
 use super::sandbox::state::PluginState;
 use super::subscriptions::{Subscription, validate_subscriptions};
-use super::tools::{Tool, validate_specs};
+use super::tools::{SchemaCheck, Tool, schemas_digest, validate_specs};
 use super::units::size;
 
 /// The most time instantiation plus `list-tools` may take at load, whatever
@@ -169,7 +169,7 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         let deadline = Deadline::new(grants.limits.timeout.min(LIST_TOOLS_TIME), None);
         let mut store = PluginState::builder(&name, &grants.limits, deadline)
             .config(grants.config_json.clone())
-            .build(runtime.engine())
+            .build(runtime.engine(), runtime.epochs())
             .map_err(|e| format!("cannot create a store: {e:#}"))?;
         let failed = |store: &wasmtime::Store<_>, what: &str, e: wasmtime::Error| {
             format!(
@@ -221,7 +221,17 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         }
         (specs, subscriptions)
     };
-    let tools = validate_specs(specs)?;
+    // Schemas seen before are compiled on first call only.
+    let digest = schemas_digest(&specs);
+    let known = runtime.cache().schemas_known(&digest);
+    let check = match known {
+        true => SchemaCheck::OnFirstCall,
+        false => SchemaCheck::Now,
+    };
+    let tools = validate_specs(specs, check)?;
+    if !known {
+        runtime.cache().mark_schemas(&digest);
+    }
     let subscriptions = validate_subscriptions(subscriptions, grants.hooks.priority)?;
 
     Ok(Plugin {

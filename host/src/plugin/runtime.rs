@@ -15,7 +15,7 @@ use super::policy::protected::Protected;
 use super::policy::secrets::Secrets;
 use super::sandbox::cache::{CompileCache, Compiler, LoadLimits};
 use super::sandbox::descriptors::DescriptorBudget;
-use super::sandbox::engine::{self, EpochTicker};
+use super::sandbox::engine::{self, EpochTicker, Epochs};
 use super::sandbox::state::PluginState;
 
 /// How the runtime is set up.
@@ -72,7 +72,7 @@ struct Inner {
     secrets: Arc<Secrets>,
     descriptors: Arc<DescriptorBudget>,
     plugin_defaults: PluginDefaults,
-    _ticker: EpochTicker,
+    ticker: EpochTicker,
 }
 
 impl Runtime {
@@ -91,7 +91,7 @@ impl Runtime {
         let cache = CompileCache::new(config.cache_dir, config.compiler, config.load);
         Ok(Self {
             inner: Arc::new(Inner {
-                _ticker: EpochTicker::start(engine.clone()),
+                ticker: EpochTicker::start(engine.clone()),
                 engine,
                 linker,
                 cache,
@@ -108,6 +108,12 @@ impl Runtime {
 
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// What a call holds the epoch ticker running with (see
+    /// [`engine::EpochTicker`]).
+    pub fn epochs(&self) -> &Epochs {
+        self.inner.ticker.epochs()
     }
 
     pub fn linker(&self) -> &Linker<PluginState> {

@@ -1,8 +1,16 @@
 //! Tool specs: the rules a plugin's `list-tools` answer must follow, and
 //! validation of a call's arguments against the tool's input schema.
+//!
+//! A tool's schema is compiled (as a JSON Schema validator) on its first
+//! call, not at load: most tools of a run are never called, and the first
+//! compilation of all sets up the validator library (milliseconds). That a
+//! schema compiles is still checked at load, the first time a plugin's
+//! schemas are seen: the loader keeps a mark of schemas found good in the
+//! compile cache ([`schemas_digest`]), and checks them again only when
+//! they change.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::error::ValidationErrorKind;
 use serde::Serialize;
@@ -31,8 +39,31 @@ pub struct Tool {
     pub name: String,
     pub description: String,
     pub input_schema: Value,
+    /// Compiled on first use; shared by the tool's clones.
     #[serde(skip)]
-    validator: Arc<jsonschema::Validator>,
+    validator: Arc<OnceLock<Result<jsonschema::Validator, String>>>,
+}
+
+/// When [`validate_specs`] compiles the schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaCheck {
+    /// Now: a schema that does not compile refuses the plugin.
+    Now,
+    /// On each tool's first call: these schemas were found good before.
+    OnFirstCall,
+}
+
+/// What identifies a plugin's schemas for [`SchemaCheck`]: a digest of
+/// their texts and of this host's version.
+pub fn schemas_digest(specs: &[ToolSpec]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(env!("CARGO_PKG_VERSION"));
+    for spec in specs {
+        hash.update(spec.input_schema.len().to_le_bytes());
+        hash.update(&spec.input_schema);
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl std::fmt::Debug for Tool {
@@ -59,7 +90,8 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 }
 
 /// Checks what `list-tools` returned; the error says which tool and why.
-pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
+/// The schemas are compiled now or on first call, as `check` says.
+pub fn validate_specs(specs: Vec<ToolSpec>, check: SchemaCheck) -> Result<Vec<Tool>, String> {
     if specs.len() > MAX_TOOLS_PER_PLUGIN {
         return Err(format!(
             "list-tools returned {} tools; at most {MAX_TOOLS_PER_PLUGIN} are allowed",
@@ -100,8 +132,11 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
                 json_type(&schema)
             ));
         }
-        let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| format!("tool {name:?}: input-schema is not a valid JSON Schema: {e}"))?;
+        let validator = OnceLock::new();
+        if check == SchemaCheck::Now {
+            let compiled = compile(&name, &schema)?;
+            let _ = validator.set(Ok(compiled));
+        }
         let mut description = spec.description;
         description.truncate(description.floor_char_boundary(MAX_DESCRIPTION));
         total += spec.input_schema.len() + description.len();
@@ -121,20 +156,36 @@ pub fn validate_specs(specs: Vec<ToolSpec>) -> Result<Vec<Tool>, String> {
     Ok(tools)
 }
 
+/// `schema` as a validator; the error names the tool.
+fn compile(name: &str, schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::validator_for(schema)
+        .map_err(|e| format!("tool {name:?}: input-schema is not a valid JSON Schema: {e}"))
+}
+
 impl Tool {
-    /// A tool of the host's own, whose schema is part of the host.
-    ///
-    /// # Panics
-    /// If `schema` is not a valid JSON Schema.
+    /// A tool of the host's own, whose schema is part of the host (a test
+    /// compiles every built-in's).
     pub fn builtin(name: &str, description: &str, schema: Value) -> Tool {
-        let validator =
-            jsonschema::validator_for(&schema).expect("a built-in tool's schema is valid");
         Tool {
             name: name.to_string(),
             description: description.to_string(),
             input_schema: schema,
-            validator: Arc::new(validator),
+            validator: Arc::default(),
         }
+    }
+
+    /// Whether its schema has been compiled yet (on its first call, or at
+    /// load when the schemas were new).
+    pub fn is_compiled(&self) -> bool {
+        self.validator.get().is_some()
+    }
+
+    /// The compiled schema, compiled now if this is the first call.
+    fn validator(&self) -> Result<&jsonschema::Validator, ToolError> {
+        self.validator
+            .get_or_init(|| compile(&self.name, &self.input_schema))
+            .as_ref()
+            .map_err(|e| ToolError::new(ErrorKind::Internal, e.clone()))
     }
 
     /// Parses and validates call arguments; the error names the failing
@@ -149,7 +200,7 @@ impl Tool {
             )
         })?;
         let problems: Vec<String> = self
-            .validator
+            .validator()?
             .iter_errors(&value)
             .take(MAX_REPORTED_ERRORS)
             .map(|e| {
@@ -329,7 +380,8 @@ mod tests {
     #[test]
     fn the_built_in_tools_names_are_reserved() {
         for name in ["spawn", "subagent"] {
-            let err = validate_specs(vec![spec("ok", ADD), spec(name, ADD)]).unwrap_err();
+            let err = validate_specs(vec![spec("ok", ADD), spec(name, ADD)], SchemaCheck::Now)
+                .unwrap_err();
             assert_eq!(
                 err,
                 format!(
@@ -337,14 +389,15 @@ mod tests {
                 )
             );
         }
-        assert!(validate_specs(vec![spec("spawner", ADD)]).is_ok());
+        assert!(validate_specs(vec![spec("spawner", ADD)], SchemaCheck::Now).is_ok());
     }
 
     #[test]
     fn duplicate_and_non_object_schemas_are_refused() {
-        let err = validate_specs(vec![spec("x", ADD), spec("x", ADD)]).unwrap_err();
+        let err =
+            validate_specs(vec![spec("x", ADD), spec("x", ADD)], SchemaCheck::Now).unwrap_err();
         assert_eq!(err, "tool name \"x\" is listed twice");
-        let err = validate_specs(vec![spec("x", "[1]")]).unwrap_err();
+        let err = validate_specs(vec![spec("x", "[1]")], SchemaCheck::Now).unwrap_err();
         assert_eq!(
             err,
             "tool \"x\": input-schema must be a JSON object (a JSON Schema), found an array"
@@ -357,14 +410,15 @@ mod tests {
         let long = |n: usize| format!(r#"{{"type":"object","description":"{}"}}"#, "x".repeat(n));
         let at_limit = long(MAX_SCHEMA - 34);
         assert_eq!(at_limit.len(), MAX_SCHEMA);
-        validate_specs(vec![spec("x", &at_limit)]).unwrap();
-        let err = validate_specs(vec![spec("x", &long(MAX_SCHEMA - 33))]).unwrap_err();
+        validate_specs(vec![spec("x", &at_limit)], SchemaCheck::Now).unwrap();
+        let err =
+            validate_specs(vec![spec("x", &long(MAX_SCHEMA - 33))], SchemaCheck::Now).unwrap_err();
         assert_eq!(
             err,
             "tool \"x\": input-schema is 65537 bytes, over the limit of 64 KiB per tool"
         );
         let specs: Vec<ToolSpec> = (0..5).map(|i| spec(&format!("t{i}"), &at_limit)).collect();
-        let err = validate_specs(specs).unwrap_err();
+        let err = validate_specs(specs, SchemaCheck::Now).unwrap_err();
         assert_eq!(
             err,
             "the input schemas and descriptions of its tools take more than 256 KiB (at tool \"t3\"); every model request carries them"
@@ -372,8 +426,44 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_seen_before_is_compiled_on_the_first_call() {
+        let tools = validate_specs(vec![spec("add", ADD)], SchemaCheck::OnFirstCall).unwrap();
+        assert!(!tools[0].is_compiled());
+        let clone = tools[0].clone();
+        clone.check_arguments(r#"{"a":1,"b":2}"#).unwrap();
+        assert!(tools[0].is_compiled(), "the clones share it");
+        let err = tools[0]
+            .check_arguments(r#"{"a":"one","b":2}"#)
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidInput);
+        assert!(validate_specs(vec![spec("add", ADD)], SchemaCheck::Now).unwrap()[0].is_compiled());
+
+        // One that does not compile after all fails its calls, saying why.
+        let bad = r#"{"type": "object", "properties": {"a": {"type": 5}}}"#;
+        assert!(validate_specs(vec![spec("bad", bad)], SchemaCheck::Now).is_err());
+        let tools = validate_specs(vec![spec("bad", bad)], SchemaCheck::OnFirstCall).unwrap();
+        let err = tools[0].check_arguments(r#"{"a":1}"#).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Internal);
+        assert!(
+            err.message
+                .starts_with(r#"tool "bad": input-schema is not a valid JSON Schema: "#),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn the_digest_of_schemas_changes_with_any_of_them() {
+        let one = schemas_digest(&[spec("a", ADD), spec("b", "{}")]);
+        assert_eq!(one, schemas_digest(&[spec("a", ADD), spec("b", "{}")]));
+        assert_ne!(one, schemas_digest(&[spec("a", ADD), spec("b", "{ }")]));
+        assert_ne!(one, schemas_digest(&[spec("a", ADD)]));
+        assert_eq!(one.len(), 64);
+    }
+
+    #[test]
     fn arguments_are_checked_and_the_field_named() {
-        let tools = validate_specs(vec![spec("add", ADD)]).unwrap();
+        let tools = validate_specs(vec![spec("add", ADD)], SchemaCheck::Now).unwrap();
         let add = &tools[0];
         add.check_arguments(r#"{"a":1,"b":2}"#).unwrap();
         let err = add.check_arguments(r#"{"a":"one","b":2}"#).unwrap_err();

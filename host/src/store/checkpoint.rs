@@ -3,48 +3,81 @@
 //! SQLite's automatic checkpoint runs inside whichever commit makes the log
 //! cross 1,000 pages, with its fsyncs, while that commit holds the store's
 //! one connection: every turn then waits for the disk (half a second was
-//! seen). The store turns it off and this thread checkpoints instead, once a
-//! second, on a connection of its own, in `PASSIVE` mode, which never waits
-//! for the writer: commits go on while the log is copied back and synced.
+//! seen). The store turns it off and this thread checkpoints instead, on a
+//! connection of its own, in `PASSIVE` mode, which never waits for the
+//! writer: commits go on while the log is copied back and synced.
+//!
+//! The thread checkpoints after writes, at most once a second, and sleeps
+//! without waking while nothing is written: an idle host costs it nothing.
 
 use std::path::Path;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rusqlite::Connection;
 
-/// How often the log is checkpointed.
+/// The shortest time between two checkpoints.
 const EVERY: Duration = Duration::from_secs(1);
 
 /// The log is trimmed to this size (by the store's writing connection)
 /// once a checkpoint has emptied it, if it grew past it.
 pub const LOG_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
-/// Checkpoints the database at `path` until the returned sender (and every
-/// clone of it) is dropped, then once more.
-pub fn spawn(path: &Path) -> Result<mpsc::Sender<()>> {
+/// Tells the checkpoint thread that the log has grown; the thread runs
+/// until this (and every clone of it) is dropped, then checkpoints once
+/// more.
+#[derive(Clone)]
+pub struct Checkpoints {
+    written: mpsc::SyncSender<()>,
+}
+
+impl Checkpoints {
+    /// Something was committed: a checkpoint is due (within a second).
+    pub fn written(&self) {
+        // Full: one is due already.
+        let _ = self.written.try_send(());
+    }
+}
+
+/// Starts checkpointing the database at `path` after writes.
+pub fn spawn(path: &Path) -> Result<Checkpoints> {
     let conn = Connection::open(path)
         .with_context(|| format!("opening {} for checkpoints", path.display()))?;
-    let (keep, stop) = mpsc::channel::<()>();
+    let (written, writes) = mpsc::sync_channel::<()>(1);
     std::thread::Builder::new()
         .name("wasmclaw-checkpoint".into())
-        .spawn(move || {
-            loop {
-                let last = match stop.recv_timeout(EVERY) {
-                    Err(mpsc::RecvTimeoutError::Timeout) | Ok(()) => false,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => true,
-                };
-                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                    tracing::warn!("session store checkpoint: {e}");
-                }
-                if last {
-                    return;
+        .spawn(move || run(&conn, &writes))
+        .context("starting the checkpoint thread")?;
+    Ok(Checkpoints { written })
+}
+
+fn run(conn: &Connection, writes: &mpsc::Receiver<()>) {
+    let checkpoint = || {
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!("session store checkpoint: {e}");
+        }
+    };
+    let mut last: Option<Instant> = None;
+    loop {
+        // Asleep until something is written.
+        if writes.recv().is_err() {
+            return checkpoint();
+        }
+        // At most one checkpoint a second: the rest of the second is
+        // waited out (writes meanwhile are taken in by this checkpoint).
+        if let Some(until) = last.map(|at| at + EVERY) {
+            while let Some(left) = until.checked_duration_since(Instant::now()) {
+                match writes.recv_timeout(left) {
+                    Ok(()) => {}
+                    Err(mpsc::RecvTimeoutError::Timeout) => break,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return checkpoint(),
                 }
             }
-        })
-        .context("starting the checkpoint thread")?;
-    Ok(keep)
+        }
+        checkpoint();
+        last = Some(Instant::now());
+    }
 }
 
 #[cfg(test)]

@@ -1,72 +1,103 @@
 //! The event-log writer: drains the bus's lossless subscription into the
-//! store's events table.
+//! store's events table, and writes the turns' commits in the same
+//! transactions.
+//!
+//! # When it writes
+//!
+//! Each write is one transaction, holding every event published since the
+//! last one and every turn commit waiting. A write happens:
+//!
+//! - when a turn commits ([`Store::commit_turn`] hands its commit here): the
+//!   commit is written at once, with the events of the turn so far, so a
+//!   turn's steps cost no transaction of their own;
+//! - [`GATHER`] after a write with commits: the `turn_end` that follows each
+//!   commit is stored within that time (unless the next commit takes it
+//!   first);
+//! - when someone waits for the log ([`EventLog::flush`]): a replay, a wait
+//!   for a turn that has ended, shutdown;
+//! - otherwise [`HOLD`] after the first event not yet written: events of a
+//!   long model call are stored at most that late.
+//!
+//! Between writes the writer sleeps: it is not woken by each event, and an
+//! idle host wakes it never. A crash (`kill -9`) loses at most the events of
+//! the last [`HOLD`] (of turns that had not ended, but for the last
+//! [`GATHER`]), never a turn's commit that was acknowledged: the turn's
+//! history is all in the store or none of it (see the store's atomic-turn
+//! rule).
+//!
+//! # Failures
+//!
+//! A transaction that fails is done again in two: the commits alone (each
+//! turn's error, if any, goes back to its turn), then the events, retried
+//! once after [`RETRY_DELAY`] and dropped with an error naming how many
+//! were lost if that fails too. The writer goes on.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
-use super::Store;
+use super::write::Commit;
+use super::{LogCommit, Store, lock};
 use crate::protocol::Event;
 
-/// Most events written in one transaction.
-const BATCH: usize = 256;
-
-/// How long the writer lets events gather after the first of a burst: a
-/// turn publishes tens of events within a few milliseconds, and one
-/// transaction for all of them costs far less than one each.
+/// How long after a write with commits the writer writes again (the
+/// `turn_end`s that follow the commits).
 const GATHER: Duration = Duration::from_millis(5);
+
+/// The longest an event waits to be written.
+const HOLD: Duration = Duration::from_secs(1);
 
 /// How long to wait before retrying a failed batch.
 const RETRY_DELAY: Duration = Duration::from_millis(100);
 
-/// Drains a lossless subscription into the store in batches (up to 256
-/// events, or what arrived within 5 ms of the first), one transaction per
-/// batch.
-///
-/// A batch that fails to write is logged and retried once; if that fails too
-/// it is dropped with an error naming how many events were lost, and the
-/// writer goes on. The writer ends when the channel closes.
+/// Writes the bus's events, and the turns' commits, to the store (see the
+/// module's docs). The writer ends when the bus's channel closes.
 pub struct EventLog {
     /// The highest `seq` the writer is done with (written, or dropped after
     /// its retry failed); starts at the store's last seq.
     written: watch::Receiver<u64>,
+    /// Asks the writer to write what it holds now.
+    flush: Arc<Notify>,
     task: JoinHandle<()>,
 }
 
 impl EventLog {
-    /// Starts the writer on the current Tokio runtime.
-    pub fn spawn(store: Store, mut events: mpsc::UnboundedReceiver<Arc<Event>>) -> EventLog {
+    /// Starts the writer on the current Tokio runtime. From now on the
+    /// store's turn commits go through it.
+    pub fn spawn(store: Store, events: mpsc::UnboundedReceiver<Arc<Event>>) -> EventLog {
         let start = store.last_seq().unwrap_or_else(|e| {
             tracing::error!("event log: {e:#}");
             0
         });
         let (done, written) = watch::channel(start);
-        let task = tokio::spawn(async move {
-            let mut batch = Vec::with_capacity(BATCH);
-            while events.recv_many(&mut batch, BATCH).await > 0 {
-                if batch.len() < BATCH {
-                    tokio::time::sleep(GATHER).await;
-                    while batch.len() < BATCH
-                        && let Ok(event) = events.try_recv()
-                    {
-                        batch.push(event);
-                    }
-                }
-                write(&store, &batch).await;
-                let last = batch.iter().map(|e| e.seq).max().unwrap_or(0);
-                done.send_modify(|seq| *seq = (*seq).max(last));
-                batch.clear();
-            }
-        });
-        EventLog { written, task }
+        let (commits_tx, commits) = mpsc::unbounded_channel();
+        *lock(&store.log) = Some(commits_tx);
+        let flush = Arc::new(Notify::new());
+        let writer = Writer {
+            store,
+            events,
+            commits,
+            flush: flush.clone(),
+            done,
+        };
+        EventLog {
+            written,
+            flush,
+            task: tokio::spawn(writer.run()),
+        }
     }
 
     /// Waits until every event up to and including `seq` is written (or the
-    /// writer has stopped).
+    /// writer has stopped); the writer writes at once what it holds.
     pub async fn flush(&self, seq: u64) {
         let mut written = self.written.clone();
+        if *written.borrow() >= seq {
+            return;
+        }
+        self.flush.notify_one();
         // An error means the writer is gone: nothing more will be written.
         let _ = written.wait_for(|&done| done >= seq).await;
     }
@@ -80,83 +111,198 @@ impl EventLog {
     }
 }
 
-/// Writes one batch, retrying once; drops it if the retry fails too.
-async fn write(store: &Store, batch: &[Arc<Event>]) {
-    let Err(e) = store.append_events(batch).await else {
-        return;
-    };
-    tracing::error!("event log: {e:#}; retrying once");
-    tokio::time::sleep(RETRY_DELAY).await;
-    if let Err(e) = store.append_events(batch).await {
-        let (first, last) = (batch[0].seq, batch[batch.len() - 1].seq);
-        tracing::error!(
-            "event log: {e:#}; {} events lost (seq {first} to {last})",
-            batch.len()
-        );
+struct Writer {
+    store: Store,
+    events: mpsc::UnboundedReceiver<Arc<Event>>,
+    commits: mpsc::UnboundedReceiver<LogCommit>,
+    flush: Arc<Notify>,
+    done: watch::Sender<u64>,
+}
+
+impl Writer {
+    async fn run(mut self) {
+        let mut batch: Vec<Arc<Event>> = Vec::new();
+        let mut commits: Vec<LogCommit> = Vec::new();
+        // When the next write is due, if one is.
+        let mut due: Option<Instant> = None;
+        let mut open = true;
+        while open {
+            match due {
+                // Nothing held: asleep until an event, a commit or a flush.
+                None => tokio::select! {
+                    biased;
+                    Some(commit) = self.commits.recv() => commits.push(commit),
+                    _ = self.flush.notified() => {}
+                    received = self.events.recv() => match received {
+                        Some(event) => {
+                            batch.push(event);
+                            due = Some(Instant::now() + HOLD);
+                            continue;
+                        }
+                        None => open = false,
+                    },
+                },
+                // Events held: the next commit, a flush or the time takes
+                // them; new events meanwhile do not wake the writer.
+                Some(at) => tokio::select! {
+                    biased;
+                    Some(commit) = self.commits.recv() => commits.push(commit),
+                    _ = self.flush.notified() => {}
+                    _ = tokio::time::sleep_until(at) => {}
+                },
+            }
+            while let Ok(commit) = self.commits.try_recv() {
+                commits.push(commit);
+            }
+            loop {
+                match self.events.try_recv() {
+                    Ok(event) => batch.push(event),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
+            }
+            if !open {
+                // The bus is gone: no more events; commits from now on are
+                // written by the store itself.
+                *lock(&self.store.log) = None;
+                while let Ok(commit) = self.commits.try_recv() {
+                    commits.push(commit);
+                }
+            }
+            let committed = !commits.is_empty();
+            if !batch.is_empty() || committed {
+                self.write(std::mem::take(&mut batch), std::mem::take(&mut commits))
+                    .await;
+            }
+            // The turns just committed publish their `turn_end` next.
+            due = committed.then(|| Instant::now() + GATHER);
+        }
+    }
+
+    /// Writes `events` and `commits` in one transaction; if that fails, the
+    /// commits alone (each turn gets its own result), then the events alone,
+    /// retried once.
+    async fn write(&self, events: Vec<Arc<Event>>, commits: Vec<LogCommit>) {
+        let last = events.iter().map(|e| e.seq).max();
+        let (commits, replies): (Vec<Commit>, Vec<_>) =
+            commits.into_iter().map(|c| (c.commit, c.done)).unzip();
+        let (events, commits): (Arc<[_]>, Arc<[_]>) = (events.into(), commits.into());
+        let mut results = self.store.write(events.clone(), commits.clone()).await;
+        let together = results.is_ok();
+        if let Err(e) = &results {
+            tracing::error!("event log: {e:#}; writing the events and the turns apart");
+            if !commits.is_empty() {
+                results = self.store.write(Arc::new([]), commits).await;
+            }
+        }
+        match results {
+            Ok(results) => {
+                for (reply, result) in replies.into_iter().zip(results) {
+                    let _ = reply.send(result);
+                }
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(anyhow::anyhow!("{e:#}")));
+                }
+            }
+        }
+        if !together && !events.is_empty() {
+            self.retry(&events).await;
+        }
+        if let Some(last) = last {
+            self.done.send_modify(|seq| *seq = (*seq).max(last));
+        }
+    }
+
+    /// Writes a batch of events that failed once, after [`RETRY_DELAY`];
+    /// drops it if that fails too.
+    async fn retry(&self, batch: &[Arc<Event>]) {
+        tokio::time::sleep(RETRY_DELAY).await;
+        if let Err(e) = self.store.append_events(batch).await {
+            let (first, last) = (batch[0].seq, batch[batch.len() - 1].seq);
+            tracing::error!(
+                "event log: {e:#}; {} events lost (seq {first} to {last})",
+                batch.len()
+            );
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::lock;
-    use super::super::tests::delta;
+    use super::super::tests::{delta, turn};
     use super::*;
+    use crate::llm::Message;
+    use crate::protocol::TurnStatus;
+
+    /// Waits (at most `limit`) until the store holds events up to `seq`.
+    async fn until_stored(store: &Store, seq: u64, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while store.last_seq().unwrap() < seq {
+            if Instant::now() >= end {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        true
+    }
 
     #[tokio::test]
-    async fn flush_waits_for_every_event_to_be_written() {
+    async fn a_turns_commit_and_the_events_before_it_are_one_transaction() {
+        let store = Store::open_in_memory().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _log = EventLog::spawn(store.clone(), rx);
+        let before = store.write_transactions();
+        // A turn's steps: its events, then its commit.
+        for seq in 1..=20 {
+            tx.send(delta(seq, Some("s"))).unwrap();
+        }
+        let record = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        let messages = [Message::user("q"), Message::assistant("a")];
+        store.commit_turn(&record, &messages).await.unwrap();
+        assert_eq!(store.write_transactions(), before + 1);
+        assert_eq!(store.last_seq().unwrap(), 20, "written with the commit");
+        assert_eq!(store.history("s").await.unwrap(), messages);
+        assert_eq!(store.turns("s").await.unwrap(), [record]);
+
+        // The `turn_end` published after the commit is written soon, with
+        // no flush, in a transaction of its own.
+        tx.send(delta(21, Some("s"))).unwrap();
+        assert!(until_stored(&store, 21, HOLD / 2).await);
+        assert_eq!(store.write_transactions(), before + 2);
+    }
+
+    #[tokio::test]
+    async fn events_wait_to_be_written_until_a_flush_or_their_time() {
         let store = Store::open_in_memory().unwrap();
         let (tx, rx) = mpsc::unbounded_channel();
         let log = EventLog::spawn(store.clone(), rx);
-        // Nothing published yet: flushing up to the stored last seq is immediate.
-        log.flush(0).await;
+        let before = store.write_transactions();
+        tx.send(delta(1, Some("s"))).unwrap();
+        tx.send(delta(2, Some("s"))).unwrap();
+        assert!(
+            !until_stored(&store, 1, HOLD / 10).await,
+            "held, not written at once"
+        );
+        log.flush(2).await;
+        assert_eq!(store.last_seq().unwrap(), 2);
+        assert_eq!(store.write_transactions(), before + 1);
 
-        for seq in 1..=1000 {
-            let session = if seq % 3 == 0 { None } else { Some("s") };
-            tx.send(delta(seq, session)).unwrap();
-        }
-        log.flush(1000).await;
-        assert_eq!(store.last_seq().unwrap(), 1000);
-        let events = store.events(None, 0, usize::MAX).await.unwrap();
-        assert_eq!(events.len(), 1000);
-        assert!(events.iter().zip(1..).all(|(e, seq)| e.seq == seq));
-
-        tx.send(delta(1001, Some("s"))).unwrap();
-        log.flush(1001).await;
-        assert_eq!(store.last_seq().unwrap(), 1001);
-
-        // Once the channel closes the writer ends, and flush no longer waits.
-        drop(tx);
-        log.flush(5000).await;
-        log.join().await;
+        // Unflushed, an event is written once it has waited its time.
+        let sent = Instant::now();
+        tx.send(delta(3, None)).unwrap();
+        assert!(until_stored(&store, 3, HOLD * 3).await);
+        assert!(sent.elapsed() >= HOLD / 2, "{:?}", sent.elapsed());
+        assert_eq!(store.write_transactions(), before + 2);
     }
 
     #[tokio::test]
-    async fn numbering_continues_after_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sessions.db");
-        {
-            let store = Store::open(&path).unwrap();
-            let (tx, rx) = mpsc::unbounded_channel();
-            let log = EventLog::spawn(store, rx);
-            for seq in 1..=3 {
-                tx.send(delta(seq, Some("s"))).unwrap();
-            }
-            log.flush(3).await;
-        }
-        let store = Store::open(&path).unwrap();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let log = EventLog::spawn(store.clone(), rx);
-        // Already written before the restart.
-        tokio::time::timeout(Duration::from_secs(1), log.flush(3))
-            .await
-            .unwrap();
-        tx.send(delta(4, Some("s"))).unwrap();
-        log.flush(4).await;
-        assert_eq!(store.events(Some("s"), 0, 10).await.unwrap().len(), 4);
-    }
-
-    #[tokio::test]
-    async fn a_batch_that_cannot_be_written_is_dropped_and_the_writer_goes_on() {
+    async fn a_batch_that_cannot_be_written_is_dropped_its_commits_kept_and_the_writer_goes_on() {
         let store = Store::open_in_memory().unwrap();
         let (tx, rx) = mpsc::unbounded_channel();
         let log = EventLog::spawn(store.clone(), rx);
@@ -164,6 +310,11 @@ mod tests {
             .execute_batch("ALTER TABLE events RENAME TO events_away")
             .unwrap();
         tx.send(delta(1, Some("s"))).unwrap();
+        // A turn's commit with them is written apart, and kept.
+        let record = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        let messages = [Message::user("q"), Message::assistant("a")];
+        store.commit_turn(&record, &messages).await.unwrap();
+        assert_eq!(store.history("s").await.unwrap(), messages);
         // The batch fails twice and is dropped; flush does not hang.
         tokio::time::timeout(Duration::from_secs(5), log.flush(1))
             .await

@@ -17,6 +17,12 @@ use crate::plugin::policy::grants::{Limits as PluginLimits, resolve_limits};
 use crate::plugin::policy::hook_settings::{HookSettings, HookSettingsToml};
 use crate::plugin::sandbox::cache::LoadLimits;
 use crate::scheduler::DEFAULT_MAX_PARALLEL;
+
+/// Plugin instances `serve` allows at once by default: many sessions.
+pub const SERVE_INSTANCES: u32 = 1000;
+/// Plugin instances the other commands allow at once by default: one
+/// session's turn, its tool calls (8 at a time) and a few SubTurns'.
+pub const SESSION_INSTANCES: u32 = 64;
 use crate::server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE};
 
 /// The default of `[limits] max_subturns`: SubTurns alive at once.
@@ -218,6 +224,7 @@ pub(super) fn plugins(
     r: &mut Resolver,
     t: Option<&PluginsToml>,
     flags: &PluginFlags,
+    serving: bool,
     home: &Home,
 ) -> PluginSettings {
     let empty = PluginsToml::default();
@@ -262,6 +269,18 @@ pub(super) fn plugins(
             mib,
         ),
     };
+    let max_instances = r.pick(
+        &at("plugins", "max_instances"),
+        Some(("--max-instances", flags.max_instances)),
+        Some(vars::MAX_INSTANCES_VAR),
+        t.max_instances,
+        if serving {
+            SERVE_INSTANCES
+        } else {
+            SESSION_INSTANCES
+        },
+        |v| range(1, 100_000)(v).map(|v| v as u32),
+    );
     let limits = match &t.limits {
         Some(l) => {
             let table = [Step::Key("plugins"), Step::Key("limits")];
@@ -278,7 +297,12 @@ pub(super) fn plugins(
         }
         None => PluginLimits::default(),
     };
-    PluginSettings { dir, load, limits }
+    PluginSettings {
+        dir,
+        load,
+        max_instances,
+        limits,
+    }
 }
 
 pub(super) fn hooks(r: &mut Resolver, t: Option<&HooksToml>) -> HookSettings {

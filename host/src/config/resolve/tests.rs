@@ -614,6 +614,27 @@ fn ollama_is_a_local_openai_compatible_server_without_a_key() {
 }
 
 #[test]
+fn plugin_instances_default_to_the_commands_need_and_may_be_set() {
+    let fixture = Fixture::new("[plugins]\nmax_instances = 200\n", &[]);
+    let empty = Fixture::new("", &[]);
+    let serving = Overrides {
+        serving: true,
+        ..Overrides::default()
+    };
+    let instances = |f: &Fixture, o: &Overrides, env: &[(&str, &str)]| {
+        f.load(o, env).unwrap().plugins.max_instances
+    };
+    assert_eq!(instances(&empty, &Overrides::default(), &[]), 64);
+    assert_eq!(instances(&empty, &serving, &[]), 1000);
+    assert_eq!(instances(&fixture, &serving, &[]), 200);
+    let env = [("WASMCLAW_MAX_INSTANCES", "300")];
+    assert_eq!(instances(&fixture, &serving, &env), 300);
+    let mut flag = serving.clone();
+    flag.plugins.max_instances = Some(400);
+    assert_eq!(instances(&fixture, &flag, &env), 400);
+}
+
+#[test]
 fn listen_takes_an_address_a_host_name_or_a_port() {
     use super::host::listen;
     for (text, addr) in [

@@ -157,13 +157,21 @@ async fn send(
     if let Some(connect) = options.and_then(|o| o.connect_timeout) {
         timeout = timeout.min(connect.max(std::time::Duration::from_millis(1)));
     }
-    let client = reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(grant.timeout)
         .connect_timeout(timeout)
         // Only the addresses checked above, in their order.
-        .resolve_to_addrs(host, &checked)
+        .resolve_to_addrs(host, &checked);
+    // The system's TLS roots are read for the first https request only,
+    // then shared.
+    let builder = match https {
+        true => crate::tls::https(builder)
+            .map_err(|e| format!("the host could not set up the request: {e}"))?,
+        false => crate::tls::plain(builder),
+    };
+    let client = builder
         .build()
         .map_err(|e| format!("the host could not set up the request: {e}"))?;
 

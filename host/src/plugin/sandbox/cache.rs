@@ -12,6 +12,11 @@
 //! component, and it refuses input over the plugin file limit. A component
 //! built to make the compiler work for minutes or take gigabytes then fails
 //! to load with a message naming the bound, and the host is untouched.
+//!
+//! The cache also keeps, under `schemas/`, a mark for each set of tool
+//! schemas found to compile ([`CompileCache::schemas_known`]), so a plugin
+//! loaded again has its schemas compiled on first call only (see
+//! [`crate::plugin::tools`]).
 
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
@@ -126,6 +131,34 @@ impl CompileCache {
         // Rename is atomic: a concurrent loader sees the whole file or none.
         std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
         Ok((deserialize(engine, &path)?, CacheOutcome::Compiled))
+    }
+}
+
+impl CompileCache {
+    /// Whether the tool schemas of `digest` (see
+    /// [`crate::plugin::tools::schemas_digest`]) were found to compile
+    /// before; always false without a cache folder.
+    pub fn schemas_known(&self, digest: &str) -> bool {
+        self.schemas_mark(digest).is_some_and(|mark| mark.exists())
+    }
+
+    /// Keeps a mark that the schemas of `digest` compile. A mark that
+    /// cannot be written only means they are compiled again next time.
+    pub fn mark_schemas(&self, digest: &str) {
+        let Some(mark) = self.schemas_mark(digest) else {
+            return;
+        };
+        let written = mark
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&mark, b""));
+        if let Err(e) = written {
+            tracing::debug!(file = %mark.display(), "could not keep the schemas' mark: {e}");
+        }
+    }
+
+    fn schemas_mark(&self, digest: &str) -> Option<PathBuf> {
+        Some(self.dir.as_ref()?.join("schemas").join(digest))
     }
 }
 

@@ -9,8 +9,7 @@
 //! makes calls about three times faster while no plugin needs component-model
 //! async; epoch interruption stops a guest in an infinite loop at a small cost.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -67,37 +66,191 @@ pub fn compile_config() -> Config {
     c
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+/// Advances the engine's epoch every [`EPOCH_TICK`] while a call is in
+/// flight, and sleeps, with no wake-up at all, while none is: an idle host
+/// spends nothing on it. The first call in flight ([`Epochs::running`])
+/// wakes its thread; the thread goes back to sleep at the first tick after
+/// the last call has ended. Dropping the ticker stops the thread at once,
+/// without waiting for a tick.
 pub struct EpochTicker {
-    stop: Arc<AtomicBool>,
+    epochs: Epochs,
     thread: Option<JoinHandle<()>>,
+}
+
+/// What a call holds the ticker running with. Cheap to clone: clones share
+/// the ticker.
+#[derive(Clone)]
+pub struct Epochs {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Calls in flight.
+    running: usize,
+    stop: bool,
+    /// Ticks so far (the tests look).
+    ticks: u64,
+}
+
+/// A call in flight: the epoch advances until every one is dropped.
+pub struct Running {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // The thread sees the count at its next tick and sleeps if it is 0.
+        self.shared.lock().running -= 1;
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Counters only: never half-written.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Epochs {
+    /// Holds the ticker running for one call (from before instantiation to
+    /// the call's end).
+    pub fn running(&self) -> Running {
+        let mut state = self.shared.lock();
+        state.running += 1;
+        if state.running == 1 {
+            self.shared.wake.notify_one();
+        }
+        Running {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Ticks made so far.
+    pub fn ticks(&self) -> u64 {
+        self.shared.lock().ticks
+    }
 }
 
 impl EpochTicker {
     pub fn start(engine: Engine) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let shared = Arc::new(Shared {
+            state: Mutex::default(),
+            wake: Condvar::new(),
+        });
+        let ticking = shared.clone();
         let thread = std::thread::Builder::new()
             .name("wasmclaw-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
-                }
-            })
+            .spawn(move || tick(&ticking, &engine))
             .expect("spawning the epoch ticker thread");
         Self {
-            stop,
+            epochs: Epochs { shared },
             thread: Some(thread),
         }
+    }
+
+    /// The handle calls hold the ticker running with.
+    pub fn epochs(&self) -> &Epochs {
+        &self.epochs
+    }
+}
+
+/// The ticker's thread: asleep while no call is in flight, else a tick
+/// every [`EPOCH_TICK`]; returns once stopped.
+fn tick(shared: &Shared, engine: &Engine) {
+    let mut state = shared.lock();
+    loop {
+        while state.running == 0 && !state.stop {
+            state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        if state.stop {
+            return;
+        }
+        state = shared
+            .wake
+            .wait_timeout_while(state, EPOCH_TICK, |s| !s.stop)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        if state.stop {
+            return;
+        }
+        engine.increment_epoch();
+        state.ticks += 1;
     }
 }
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.epochs.shared.lock().stop = true;
+        self.epochs.shared.wake.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits until `epochs` has made `more` ticks past `from`, at most 5 s.
+    fn until_ticks(epochs: &Epochs, from: u64, more: u64) -> bool {
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while epochs.ticks() < from + more {
+            if std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    #[test]
+    fn the_epoch_advances_only_while_a_call_is_in_flight() {
+        let engine = Engine::new(&compile_config()).unwrap();
+        let ticker = EpochTicker::start(engine);
+        let epochs = ticker.epochs().clone();
+        // No call: no tick, however long.
+        std::thread::sleep(EPOCH_TICK * 5);
+        assert_eq!(epochs.ticks(), 0);
+
+        let (first, second) = (epochs.running(), epochs.running());
+        assert!(until_ticks(&epochs, 0, 3), "ticks while calls run");
+        drop(first);
+        let at = epochs.ticks();
+        assert!(until_ticks(&epochs, at, 2), "one call still runs");
+        drop(second);
+        // At most the tick under way when the last call ended, then none.
+        std::thread::sleep(EPOCH_TICK * 2);
+        let stopped = epochs.ticks();
+        std::thread::sleep(EPOCH_TICK * 5);
+        assert_eq!(epochs.ticks(), stopped);
+
+        // A later call wakes it again.
+        let again = epochs.running();
+        assert!(until_ticks(&epochs, stopped, 2));
+        drop(again);
+    }
+
+    #[test]
+    fn dropping_the_ticker_does_not_wait_for_a_tick() {
+        let engine = Engine::new(&compile_config()).unwrap();
+        let ticker = EpochTicker::start(engine);
+        let running = ticker.epochs().running();
+        assert!(until_ticks(ticker.epochs(), 0, 1));
+        let started = std::time::Instant::now();
+        drop(ticker);
+        // Stopped mid-tick, at once (a tick is 10 ms).
+        assert!(
+            started.elapsed() < EPOCH_TICK / 2,
+            "{:?}",
+            started.elapsed()
+        );
+        drop(running);
     }
 }

@@ -173,11 +173,14 @@ pub type GuestCall<T> = Box<
 
 /// Runs `call` with `store` on the pool until the store's deadline, and
 /// gives the store back with the outcome (the caller reads what limit, if
-/// any, the call broke). The one way guest code is run.
+/// any, the call broke). The one way guest code is run; the epoch ticker
+/// runs while it does.
 pub async fn call_guest<T: Send + 'static>(
     mut store: wasmtime::Store<PluginState>,
     call: GuestCall<T>,
 ) -> (wasmtime::Store<PluginState>, wasmtime::Result<T>) {
+    // The epoch advances while the call is in flight, and only then.
+    let _running = store.data().epochs.running();
     run(async move {
         let outcome = until_deadline(&mut store, async move |store| call(store).await).await;
         (store, outcome)

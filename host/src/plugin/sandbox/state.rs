@@ -2,8 +2,9 @@
 //!
 //! A store holds the guest's WASI context (only what the grants name), a
 //! memory limiter, the call's log budget, its deadline, and what it may reach
-//! through the host's own imports. The epoch ticker wakes the deadline check
-//! every tick; a guest past its deadline is stopped there. Whatever limit a
+//! through the host's own imports. The epoch ticker, which runs while a call
+//! is in flight, wakes the deadline check every tick; a guest past its
+//! deadline is stopped there. Whatever limit a
 //! call breaks is recorded here, so the caller can say which one in plain
 //! words instead of "wasm trap" (see [`super::failure`]).
 
@@ -18,6 +19,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::access::{NetworkAccess, SpawnAccess};
 use super::deadline::Deadline;
 use super::descriptors::{CallDescriptors, DescriptorBudget};
+use super::engine::Epochs;
 use super::host_memory::{CallCharges, CallMemory};
 use super::limits::{Breach, MAX_RESOURCES, MemoryLimiter};
 use super::output::{CallLog, GuestOutput};
@@ -45,6 +47,8 @@ pub struct PluginState {
     memory: Arc<CallMemory>,
     /// What the host holds for it until it ends.
     charges: CallCharges,
+    /// The engine's epoch ticker, held running while the call is in flight.
+    pub(super) epochs: Epochs,
 }
 
 impl WasiView for PluginState {
@@ -181,10 +185,10 @@ impl<'a> StoreBuilder<'a> {
         self
     }
 
-    /// The store, in `engine`. Fails when a granted directory cannot be
+    /// The store, in `engine`, whose ticker is `epochs`. Fails when a granted directory cannot be
     /// opened (or no longer resolves to itself), or the host-wide
     /// descriptor budget has none left for it.
-    pub fn build(self, engine: &Engine) -> Result<Store<PluginState>> {
+    pub fn build(self, engine: &Engine, epochs: &Epochs) -> Result<Store<PluginState>> {
         let StoreBuilder {
             plugin,
             limits,
@@ -273,6 +277,7 @@ impl<'a> StoreBuilder<'a> {
             descriptors,
             memory,
             charges: CallCharges::default(),
+            epochs: epochs.clone(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -1,0 +1,274 @@
+//! The histories of the sessions held in memory, so that a turn reads its
+//! session's history without reading SQLite (and parsing every message) at
+//! each turn.
+//!
+//! A session is *held* while someone keeps a [`HistoryHold`] for it: the
+//! scheduler holds every session in its table, so a session's history stays
+//! in memory from its first read until the session is let go (see
+//! [`crate::scheduler::SchedulerConfig::session_idle`]). An unheld
+//! session's history is read from SQLite at every read, as before.
+//!
+//! The cache is never stale, by construction: every write of a history goes
+//! through [`super::Store`], and both the write and the cache's update
+//! happen under the store's one connection (the update right after the
+//! transaction commits); so does filling the cache from a read. A reader of
+//! the cache sees a history before or after a commit, never a mix, and
+//! never one that misses a committed turn. Letting an entry go (the
+//! session released, or the byte budget exceeded) only means the next read
+//! goes to SQLite again.
+//!
+//! The cache holds at most [`BUDGET`] bytes of messages (about: their
+//! texts, plus a fixed amount each); past it the least recently used
+//! histories are dropped.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::llm::Message;
+
+/// About the most bytes of messages the cache keeps.
+pub const BUDGET: usize = 64 << 20;
+
+/// What a message costs besides its texts (its enum, vectors, allocations).
+const PER_MESSAGE: usize = 64;
+
+/// The cached histories, shared by a store's clones.
+#[derive(Default)]
+pub(crate) struct Histories {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<String, Entry>,
+    /// The bytes of every loaded history.
+    bytes: usize,
+    /// Counts uses, so the least recently used entry can be found.
+    clock: u64,
+    budget: Option<usize>,
+}
+
+struct Entry {
+    /// The holds taken and not yet dropped.
+    holds: usize,
+    loaded: Option<Loaded>,
+    /// The clock at its last use.
+    used: u64,
+}
+
+struct Loaded {
+    messages: Vec<Message>,
+    /// The `idx` the next message gets.
+    next_idx: i64,
+    bytes: usize,
+}
+
+/// Keeps a session's history in memory once read, until dropped (with every
+/// other hold of that session).
+pub struct HistoryHold {
+    histories: Arc<Histories>,
+    session: String,
+}
+
+impl std::fmt::Debug for HistoryHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryHold")
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl Drop for HistoryHold {
+    fn drop(&mut self) {
+        self.histories.release(&self.session);
+    }
+}
+
+/// About what `message` takes in memory.
+fn size(message: &Message) -> usize {
+    PER_MESSAGE
+        + match message {
+            Message::System { content } | Message::User { content } => content.len(),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                content.len()
+                    + (tool_calls.iter())
+                        .map(|c| PER_MESSAGE + c.id.len() + c.name.len() + c.arguments.len())
+                        .sum::<usize>()
+            }
+            Message::Tool {
+                tool_call_id,
+                name,
+                content,
+                ..
+            } => tool_call_id.len() + name.len() + content.len(),
+        }
+}
+
+impl Histories {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every critical section leaves the maps consistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Holds `session` (see [`HistoryHold`]).
+    pub fn hold(self: &Arc<Self>, session: &str) -> HistoryHold {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let used = inner.clock;
+        inner
+            .entries
+            .entry(session.to_string())
+            .or_insert(Entry {
+                holds: 0,
+                loaded: None,
+                used,
+            })
+            .holds += 1;
+        HistoryHold {
+            histories: self.clone(),
+            session: session.to_string(),
+        }
+    }
+
+    fn release(&self, session: &str) {
+        let mut inner = self.lock();
+        let Some(entry) = inner.entries.get_mut(session) else {
+            return;
+        };
+        entry.holds -= 1;
+        if entry.holds == 0 {
+            let entry = inner.entries.remove(session).expect("looked up");
+            inner.bytes -= entry.loaded.map_or(0, |l| l.bytes);
+        }
+    }
+
+    /// The history of `session`, if it is held and loaded.
+    pub fn get(&self, session: &str) -> Option<Vec<Message>> {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let clock = inner.clock;
+        let entry = inner.entries.get_mut(session)?;
+        let loaded = entry.loaded.as_ref()?;
+        entry.used = clock;
+        Some(loaded.messages.clone())
+    }
+
+    /// The `idx` of the next message of `session`, if its history is loaded.
+    /// Called under the store's connection.
+    pub fn next_idx(&self, session: &str) -> Option<i64> {
+        let inner = self.lock();
+        Some(inner.entries.get(session)?.loaded.as_ref()?.next_idx)
+    }
+
+    /// `messages`, just read from SQLite, are the history of `session`:
+    /// kept if the session is held. Called under the store's connection, in
+    /// the same piece of work as the read.
+    pub fn fill(&self, session: &str, messages: &[Message], next_idx: i64) {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let clock = inner.clock;
+        let Some(entry) = inner.entries.get_mut(session) else {
+            return;
+        };
+        if entry.loaded.is_some() {
+            return;
+        }
+        entry.used = clock;
+        let bytes = messages.iter().map(size).sum();
+        entry.loaded = Some(Loaded {
+            messages: messages.to_vec(),
+            next_idx,
+            bytes,
+        });
+        inner.bytes += bytes;
+        inner.trim(session);
+    }
+
+    /// `messages` were just committed as the history of `session` from
+    /// `idx` on. Called under the store's connection, right after the
+    /// commit.
+    pub fn append(&self, session: &str, idx: i64, messages: &[Message]) {
+        let mut inner = self.lock();
+        let Some(entry) = inner.entries.get_mut(session) else {
+            return;
+        };
+        let Some(loaded) = entry.loaded.as_mut() else {
+            return;
+        };
+        if loaded.next_idx != idx {
+            // Cannot happen while every write goes through the store; if it
+            // did, the entry is dropped rather than served wrong.
+            tracing::error!(
+                session,
+                "the cached history ends at {} but a turn was written at {idx}; reading it again",
+                loaded.next_idx
+            );
+            let bytes = loaded.bytes;
+            entry.loaded = None;
+            inner.bytes -= bytes;
+            return;
+        }
+        let bytes: usize = messages.iter().map(size).sum();
+        loaded.messages.extend_from_slice(messages);
+        loaded.next_idx += messages.len() as i64;
+        loaded.bytes += bytes;
+        inner.bytes += bytes;
+        inner.trim(session);
+    }
+
+    /// Drops the loaded history of `session` (it stays held): the next read
+    /// goes to the table. After a commit of it failed, in case the cache
+    /// was the cause.
+    pub fn unload(&self, session: &str) {
+        let mut inner = self.lock();
+        let bytes = (inner.entries.get_mut(session))
+            .and_then(|e| e.loaded.take())
+            .map_or(0, |l| l.bytes);
+        inner.bytes -= bytes;
+    }
+
+    /// Sets the byte budget (tests).
+    #[cfg(test)]
+    pub fn set_budget(&self, bytes: usize) {
+        self.lock().budget = Some(bytes);
+    }
+
+    /// Bytes of the loaded histories, and how many there are.
+    #[cfg(test)]
+    pub fn usage(&self) -> (usize, usize) {
+        let inner = self.lock();
+        let loaded = inner
+            .entries
+            .values()
+            .filter(|e| e.loaded.is_some())
+            .count();
+        (inner.bytes, loaded)
+    }
+}
+
+impl Inner {
+    /// Over the budget: drops the least recently used histories (other than
+    /// `keep`'s, just used) until a quarter of the budget is free again.
+    fn trim(&mut self, keep: &str) {
+        let budget = self.budget.unwrap_or(BUDGET);
+        if self.bytes <= budget {
+            return;
+        }
+        let mut loaded: Vec<(u64, String)> = (self.entries.iter())
+            .filter(|(key, e)| e.loaded.is_some() && key.as_str() != keep)
+            .map(|(key, e)| (e.used, key.clone()))
+            .collect();
+        loaded.sort_unstable();
+        for (_, key) in loaded {
+            if self.bytes <= budget / 4 * 3 {
+                break;
+            }
+            let entry = self.entries.get_mut(&key).expect("listed");
+            let bytes = entry.loaded.take().map_or(0, |l| l.bytes);
+            self.bytes -= bytes;
+        }
+    }
+}

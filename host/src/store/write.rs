@@ -1,0 +1,187 @@
+//! Writing the store: events and turn commits, many in one transaction.
+//!
+//! [`write`] is the one place the events and turns tables (and the
+//! messages) are written: the event log's batches and a turn's commit made
+//! without one go through it alike. Each commit is a savepoint of its own
+//! inside the transaction, so one turn that cannot be written (its id
+//! already taken) fails alone, writing nothing of itself, and the others
+//! and the events are kept.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, TransactionBehavior, params};
+
+use super::history::Histories;
+use super::{TurnRecord, U64};
+use crate::llm::Message;
+use crate::protocol::Event;
+
+/// A turn to commit: its row and the messages the history gains.
+pub(crate) struct Commit {
+    pub turn: TurnRecord,
+    pub messages: Vec<Message>,
+    /// `messages` as the table keeps them.
+    pub jsons: Vec<String>,
+}
+
+impl Commit {
+    pub fn new(turn: &TurnRecord, messages: &[Message]) -> Result<Commit> {
+        let jsons = messages
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<serde_json::Result<Vec<String>>>()
+            .with_context(|| context(turn))?;
+        Ok(Commit {
+            turn: turn.clone(),
+            messages: messages.to_vec(),
+            jsons,
+        })
+    }
+}
+
+/// What a commit's error says first: which turn.
+pub(crate) fn context(turn: &TurnRecord) -> String {
+    format!("saving turn {} of session {}", turn.id, turn.session)
+}
+
+/// Writes `events` (those whose seq is already stored are skipped and
+/// named in a warning) and `commits` in one transaction on `conn`, then
+/// brings the cached histories up to date. The outer error is the
+/// transaction's (nothing was written); each commit's own result is in the
+/// list, in order.
+pub(super) fn write(
+    conn: &mut Connection,
+    histories: &Histories,
+    events: &[Arc<Event>],
+    commits: &[Commit],
+) -> Result<Vec<Result<()>>> {
+    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !events.is_empty() {
+        insert_events(&tx, events)
+            .with_context(|| format!("writing {} events to the event log", events.len()))?;
+    }
+    let mut results = Vec::with_capacity(commits.len());
+    // Where each session's history goes on, for a second commit of one
+    // session in this transaction.
+    let mut next: HashMap<&str, i64> = HashMap::new();
+    let mut appended = Vec::new();
+    for commit in commits {
+        let session = commit.turn.session.as_str();
+        let savepoint = tx.savepoint()?;
+        let written = (|| {
+            let from = match next.get(session) {
+                Some(&idx) => idx,
+                None if commit.jsons.is_empty() => 0,
+                None => match histories.next_idx(session) {
+                    Some(idx) => idx,
+                    None => stored_next_idx(&savepoint, session)?,
+                },
+            };
+            insert_turn(&savepoint, &commit.turn, &commit.jsons, from)?;
+            Ok::<_, anyhow::Error>(from)
+        })();
+        match written {
+            Ok(from) => {
+                savepoint.commit()?;
+                if !commit.jsons.is_empty() {
+                    next.insert(session, from + commit.jsons.len() as i64);
+                    appended.push((commit, from));
+                }
+                results.push(Ok(()));
+            }
+            // Dropping the savepoint rolls it back; the session's history
+            // is read from the table next time, whatever went wrong.
+            Err(e) => {
+                histories.unload(session);
+                results.push(Err(e.context(context(&commit.turn))));
+            }
+        }
+    }
+    tx.commit()?;
+    for (commit, from) in appended {
+        histories.append(&commit.turn.session, from, &commit.messages);
+    }
+    Ok(results)
+}
+
+/// Inserts `events`; a seq already stored is skipped, and said so.
+fn insert_events(conn: &Connection, events: &[Arc<Event>]) -> Result<()> {
+    let mut insert = conn.prepare_cached(
+        "INSERT OR IGNORE INTO events (seq, session, turn_id, type, json)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    let mut taken = Vec::new();
+    for event in events {
+        let json = serde_json::to_string(&**event)
+            .with_context(|| format!("serializing event {}", event.seq))?;
+        let inserted = insert.execute(params![
+            U64(event.seq),
+            event.session,
+            event.turn_id,
+            event.body.kind().as_str(),
+            json,
+        ])?;
+        if inserted == 0 {
+            taken.push(event.seq);
+        }
+    }
+    // A replay writes the same events again, harmlessly; a second host on
+    // the same file numbers its own events from the same seq, and those are
+    // not kept: say so.
+    if !taken.is_empty() {
+        tracing::warn!(
+            "event log: {} events not stored because their seq was already taken \
+             (seq {:?}); is another wasmclaw using the same home folder?",
+            taken.len(),
+            taken
+        );
+    }
+    Ok(())
+}
+
+/// The `idx` of the next message of `session`, from the table.
+fn stored_next_idx(conn: &Connection, session: &str) -> Result<i64> {
+    Ok(conn
+        .prepare_cached("SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1")?
+        .query_row([session], |row| row.get(0))?)
+}
+
+/// Inserts the turn's row (creating its session's if needed) and its
+/// messages, numbered from `from`.
+fn insert_turn(conn: &Connection, turn: &TurnRecord, jsons: &[String], from: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO sessions (key, created_at, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (key) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
+    )?
+    .execute(params![turn.session, turn.started_at, turn.ended_at])?;
+    conn.prepare_cached(
+        "INSERT INTO turns (id, session, parent_turn_id, input, status, reason, iterations,
+                            input_tokens, output_tokens, started_at, ended_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        turn.id,
+        turn.session,
+        turn.parent_turn_id,
+        turn.input,
+        turn.status.as_str(),
+        turn.reason,
+        turn.iterations,
+        U64(turn.usage.input_tokens),
+        U64(turn.usage.output_tokens),
+        turn.started_at,
+        turn.ended_at,
+    ])?;
+    if jsons.is_empty() {
+        return Ok(());
+    }
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (idx, json) in (from..).zip(jsons) {
+        insert.execute(params![turn.session, idx, turn.id, json])?;
+    }
+    Ok(())
+}
