@@ -94,8 +94,10 @@ struct State {
     /// Calls in flight.
     running: usize,
     stop: bool,
-    /// Ticks so far (the tests look).
+    /// Ticks so far, and whether the thread waits for a call (the tests
+    /// look).
     ticks: u64,
+    asleep: bool,
 }
 
 /// A call in flight: the epoch advances until every one is dropped.
@@ -139,6 +141,11 @@ impl Epochs {
 
 impl EpochTicker {
     pub fn start(engine: Engine) -> Self {
+        Self::with_tick(engine, EPOCH_TICK)
+    }
+
+    /// A ticker advancing the epoch every `every` (the tests' own).
+    fn with_tick(engine: Engine, every: Duration) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::default(),
             wake: Condvar::new(),
@@ -146,7 +153,7 @@ impl EpochTicker {
         let ticking = shared.clone();
         let thread = std::thread::Builder::new()
             .name("wasmclaw-epoch".into())
-            .spawn(move || tick(&ticking, &engine))
+            .spawn(move || tick(&ticking, &engine, every))
             .expect("spawning the epoch ticker thread");
         Self {
             epochs: Epochs { shared },
@@ -161,19 +168,21 @@ impl EpochTicker {
 }
 
 /// The ticker's thread: asleep while no call is in flight, else a tick
-/// every [`EPOCH_TICK`]; returns once stopped.
-fn tick(shared: &Shared, engine: &Engine) {
+/// `every` so often; returns once stopped.
+fn tick(shared: &Shared, engine: &Engine, every: Duration) {
     let mut state = shared.lock();
     loop {
         while state.running == 0 && !state.stop {
+            state.asleep = true;
             state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner());
         }
+        state.asleep = false;
         if state.stop {
             return;
         }
         state = shared
             .wake
-            .wait_timeout_while(state, EPOCH_TICK, |s| !s.stop)
+            .wait_timeout_while(state, every, |s| !s.stop)
             .unwrap_or_else(|e| e.into_inner())
             .0;
         if state.stop {
@@ -226,7 +235,11 @@ mod tests {
         assert!(until_ticks(&epochs, at, 2), "one call still runs");
         drop(second);
         // At most the tick under way when the last call ended, then none.
-        std::thread::sleep(EPOCH_TICK * 2);
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while !epochs.shared.lock().asleep {
+            assert!(std::time::Instant::now() < end, "the ticker never slept");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let stopped = epochs.ticks();
         std::thread::sleep(EPOCH_TICK * 5);
         assert_eq!(epochs.ticks(), stopped);
@@ -240,17 +253,23 @@ mod tests {
     #[test]
     fn dropping_the_ticker_does_not_wait_for_a_tick() {
         let engine = Engine::new(&compile_config()).unwrap();
-        let ticker = EpochTicker::start(engine);
+        // A tick of a minute: a drop that waited for it would take that long.
+        let tick = Duration::from_secs(60);
+        let ticker = EpochTicker::with_tick(engine, tick);
+        let asleep = |want: bool| {
+            let end = std::time::Instant::now() + Duration::from_secs(5);
+            while ticker.epochs().shared.lock().asleep != want {
+                assert!(std::time::Instant::now() < end, "asleep never {want}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        // Asleep with no call; awake, waiting out its tick, with one.
+        asleep(true);
         let running = ticker.epochs().running();
-        assert!(until_ticks(ticker.epochs(), 0, 1));
+        asleep(false);
         let started = std::time::Instant::now();
         drop(ticker);
-        // Stopped mid-tick, at once (a tick is 10 ms).
-        assert!(
-            started.elapsed() < EPOCH_TICK / 2,
-            "{:?}",
-            started.elapsed()
-        );
+        assert!(started.elapsed() < tick / 2, "{:?}", started.elapsed());
         drop(running);
     }
 }
