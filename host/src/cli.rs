@@ -8,6 +8,7 @@ mod config_cmd;
 mod init;
 mod new_plugin;
 mod plugins;
+mod plugins_dev;
 mod serve;
 mod turns;
 
