@@ -25,6 +25,7 @@ mod llm_replies;
 mod load_bounds;
 mod loading;
 mod named_agents;
+mod plugins_dev;
 mod network;
 mod no_answer;
 mod refused_loops;

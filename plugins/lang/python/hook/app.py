@@ -55,7 +55,8 @@ class Hooks(exports.Hooks):
         for word in deny_words():
             if word in arguments:
                 log.log(log.Level.INFO, f"denied a call of `{name}`: it mentions {word!r}")
-                return ToolDecision_Deny(f"the call of `{name}` was denied by __NAME__: its arguments mention {word!r}")
+                # The model reads "denied by hook '__NAME__': " and this.
+                return ToolDecision_Deny(f"its arguments mention {word!r}")
         return ToolDecision_Proceed()
 
     # Subscribed to before-tool only; the host never calls the others.

@@ -45,9 +45,8 @@ impl Guest for Plugin {
         match deny_words().into_iter().find(|w| arguments.contains(w.as_str())) {
             Some(word) => {
                 log(Level::Info, &format!("denied a call of `{name}`: it mentions {word:?}"));
-                ToolDecision::Deny(format!(
-                    "the call of `{name}` was denied by __NAME__: its arguments mention {word:?}"
-                ))
+                // The model reads "denied by hook '__NAME__': " and this.
+                ToolDecision::Deny(format!("its arguments mention {word:?}"))
             }
             None => ToolDecision::Proceed,
         }
