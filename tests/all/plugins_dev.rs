@@ -183,7 +183,8 @@ async fn plugins_dev_rebuilds_and_a_running_serve_reloads_the_plugin() {
     };
     dev_out.wait_for(1, BUILD, failed).await;
     assert!(
-        dev_out.count(|l| l.starts_with("error: expected `;`")) >= 1,
+        dev_out.count(|l| l.starts_with("error: expected `where`, `{`, `(`, or `;` after struct name")) == 1
+            && dev_out.count(|l| l == "error: could not compile `my_dev` (lib) due to 1 previous error") == 1,
         "the build's error is shown:\n{}",
         dev_out.all().join("\n")
     );
