@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use wasmclaw::plugin::loader::Plugin;
 use wasmclaw::plugin::policy::grants::Grants;
 use wasmclaw::plugin::{ErrorKind, PluginStatus, ToolError};
-use wasmclaw::protocol::{EventBody, HookDecision, HookVerdict, ToolCallEnd};
-use wasmclaw_tests::agents::{agent, drain, openai};
+use wasmclaw::protocol::{EventBody, HookDecision, HookVerdict};
+use wasmclaw_tests::agents::{agent, drain, openai, tool_outputs};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::{PluginDir, ctx, run_wasmclaw};
 
@@ -272,26 +272,8 @@ async fn python_pii_guard_hides_personal_data_in_results() {
         }
     }
     let personal = "Ann <ann@example.com>, +49 30 1234567, card 4111 1111 1111 1111";
-    let fake = FakeModel::start([
-        Reply::tool("c1", "echo", json!({ "text": personal })),
-        Reply::tool("c2", "echo", json!({ "text": "nothing personal" })),
-        Reply::text("done"),
-    ])
-    .await;
-    let (agent, mut sub) = agent(
-        plugins,
-        vec![openai(&fake, "fake-gpt", false)],
-        wasmclaw::store::Store::open_in_memory().unwrap(),
-    );
-    agent.run_turn("s", "echo").await;
-    let events = drain(&mut sub);
-    let outputs: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd(ToolCallEnd { output, .. }) => Some(output.as_str()),
-            _ => None,
-        })
-        .collect();
+    let events = echo_turn(plugins, [personal, "nothing personal"]).await;
+    let outputs = tool_outputs(&events);
     assert_eq!(
         outputs,
         ["Ann <[email]>, [phone], card [card]", "nothing personal"]
@@ -309,6 +291,27 @@ async fn python_pii_guard_hides_personal_data_in_results() {
         })
         .collect();
     assert_eq!(decisions, [("pii_guard", HookVerdict::Replace, Some("c1"))]);
+}
+
+/// A turn in which the model calls `echo` with each text in turn, then
+/// answers; every event it published.
+async fn echo_turn(
+    plugins: std::sync::Arc<wasmclaw::plugin::Plugins>,
+    texts: [&str; 2],
+) -> Vec<std::sync::Arc<wasmclaw::protocol::Event>> {
+    let fake = FakeModel::start([
+        Reply::tool("c1", "echo", json!({ "text": texts[0] })),
+        Reply::tool("c2", "echo", json!({ "text": texts[1] })),
+        Reply::text("done"),
+    ])
+    .await;
+    let (agent, mut sub) = agent(
+        plugins,
+        vec![openai(&fake, "fake-gpt", false)],
+        wasmclaw::store::Store::open_in_memory().unwrap(),
+    );
+    agent.run_turn("s", "echo").await;
+    drain(&mut sub)
 }
 
 /// `wasmclaw new-plugin --lang LANG` makes a folder whose `build.sh` builds
@@ -392,26 +395,7 @@ fn hook_scaffold(lang: &str, denied: &str) {
         let plugins = PluginDir::new();
         plugins.add("echo");
         install_with_grants(&plugins, &wasm);
-        let plugins = plugins.load().await;
-        let fake = FakeModel::start([
-            Reply::tool("c1", "echo", json!({ "text": "rm -rf /" })),
-            Reply::tool("c2", "echo", json!({ "text": "ls" })),
-            Reply::text("done"),
-        ])
-        .await;
-        let (agent, mut sub) = agent(
-            plugins,
-            vec![openai(&fake, "fake-gpt", false)],
-            wasmclaw::store::Store::open_in_memory().unwrap(),
-        );
-        agent.run_turn("s", "clean up").await;
-        let outputs: Vec<String> = drain(&mut sub)
-            .into_iter()
-            .filter_map(|e| match &e.body {
-                EventBody::ToolCallEnd(ToolCallEnd { output, .. }) => Some(output.clone()),
-                _ => None,
-            })
-            .collect();
+        let outputs = tool_outputs(&echo_turn(plugins.load().await, ["rm -rf /", "ls"]).await);
         assert_eq!(
             outputs,
             [

@@ -48,7 +48,11 @@ impl Lines {
     /// Waits until `n` lines match `pred`.
     async fn wait_for(&self, n: usize, limit: Duration, pred: impl Fn(&str) -> bool) {
         let seen = eventually(limit, || self.count(&pred) >= n).await;
-        assert!(seen, "waited {limit:?} for line {n}; the output:\n{}", self.all().join("\n"));
+        assert!(
+            seen,
+            "waited {limit:?} for line {n}; the output:\n{}",
+            self.all().join("\n")
+        );
     }
 }
 
@@ -136,7 +140,10 @@ async fn plugins_dev_rebuilds_and_a_running_serve_reloads_the_plugin() {
     dev.args(["plugins", "dev"]).arg(&src);
     shared_toolchains(&mut dev);
     let dev = spawn(dev, &dev_out);
-    let installed = |l: &str| l.starts_with("plugins dev: my_dev built in ") && l.contains(" and installed (with my_dev.toml) into ");
+    let installed = |l: &str| {
+        l.starts_with("plugins dev: my_dev built in ")
+            && l.contains(" and installed (with my_dev.toml) into ")
+    };
     dev_out.wait_for(1, BUILD, installed).await;
     let plugin_dir = home.join("plugins");
     assert!(plugin_dir.join("my_dev.wasm").is_file());
@@ -149,7 +156,9 @@ async fn plugins_dev_rebuilds_and_a_running_serve_reloads_the_plugin() {
     let mut serve = wasmclaw(&home);
     serve.args(["serve", "--listen", "127.0.0.1:0"]);
     let mut serve = spawn(serve, &serve_out);
-    serve_out.wait_for(1, LIMIT, |l| l.starts_with("wasmclaw serving on ")).await;
+    serve_out
+        .wait_for(1, LIMIT, |l| l.starts_with("wasmclaw serving on "))
+        .await;
     let url = serve_out
         .all()
         .iter()
@@ -159,7 +168,11 @@ async fn plugins_dev_rebuilds_and_a_running_serve_reloads_the_plugin() {
     assert_eq!(call_tool(&url, &fake, "s1").await, counts);
 
     // An edit of the tool's output: rebuilt, installed, served.
-    edit(&src, "\"bytes\": text.len(),", "\"bytes\": text.len(),\n                    \"version\": 2,");
+    edit(
+        &src,
+        "\"bytes\": text.len(),",
+        "\"bytes\": text.len(),\n                    \"version\": 2,",
+    );
     dev_out.wait_for(2, BUILD, installed).await;
     let mut v2 = counts.clone();
     v2["version"] = json!(2);
@@ -183,22 +196,37 @@ async fn plugins_dev_rebuilds_and_a_running_serve_reloads_the_plugin() {
     };
     dev_out.wait_for(1, BUILD, failed).await;
     assert!(
-        dev_out.count(|l| l.starts_with("error: expected `where`, `{`, `(`, or `;` after struct name")) == 1
-            && dev_out.count(|l| l == "error: could not compile `my_dev` (lib) due to 1 previous error") == 1,
+        dev_out
+            .count(|l| l.starts_with("error: expected `where`, `{`, `(`, or `;` after struct name"))
+            == 1
+            && dev_out
+                .count(|l| l == "error: could not compile `my_dev` (lib) due to 1 previous error")
+                == 1,
         "the build's error is shown:\n{}",
         dev_out.all().join("\n")
     );
     assert_eq!(dev_out.count(installed), 2, "{}", dev_out.all().join("\n"));
-    assert_eq!(std::fs::read(plugin_dir.join("my_dev.wasm")).unwrap(), installed_before);
+    assert_eq!(
+        std::fs::read(plugin_dir.join("my_dev.wasm")).unwrap(),
+        installed_before
+    );
     assert_eq!(call_tool(&url, &fake, "after-broken").await, v2);
 
     // Ctrl-C ends it.
     let pid = dev.id().unwrap().to_string();
-    let status = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
     assert!(status.success());
     let mut dev = dev;
-    let code = tokio::time::timeout(LIMIT, dev.wait()).await.unwrap().unwrap();
+    let code = tokio::time::timeout(LIMIT, dev.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(code.code(), Some(0));
-    dev_out.wait_for(1, LIMIT, |l| l == "plugins dev: stopped").await;
+    dev_out
+        .wait_for(1, LIMIT, |l| l == "plugins dev: stopped")
+        .await;
     serve.kill().await.unwrap();
 }

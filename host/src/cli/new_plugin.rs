@@ -196,9 +196,7 @@ pub fn run(lang: Lang, kind: Kind, name: &str, parent: &Path) -> Result<()> {
         "build:   cd {} && ./build.sh   (needs {needs})",
         dir.display()
     );
-    println!(
-        "grants:  {name}.toml, beside it: nothing is granted until you uncomment a line"
-    );
+    println!("grants:  {name}.toml, beside it: nothing is granted until you uncomment a line");
     println!(
         "develop: wasmclaw plugins dev {}   (rebuilds on every change and installs \
          {name}.wasm and {name}.toml into the plugin directory)",
@@ -328,11 +326,17 @@ mod tests {
                     }
                 }
             });
-            assert!(left.is_empty(), "{lang:?} {kind:?}: placeholders left in {left:?}");
+            assert!(
+                left.is_empty(),
+                "{lang:?} {kind:?}: placeholders left in {left:?}"
+            );
             let grants = std::fs::read_to_string(dir.join("my_tool.toml")).unwrap();
             assert!(grants.starts_with("# Grants for my_tool.wasm"), "{grants}");
             let parsed: toml::Table = toml::from_str(&grants).unwrap();
-            assert!(parsed.is_empty(), "{lang:?}: the scaffold grants {parsed:?}");
+            assert!(
+                parsed.is_empty(),
+                "{lang:?}: the scaffold grants {parsed:?}"
+            );
             let again = create(lang, kind, "my_tool", parent.path()).unwrap_err();
             assert!(
                 again

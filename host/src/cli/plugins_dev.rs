@@ -208,7 +208,13 @@ mod tests {
     #[test]
     fn only_sources_start_a_build() {
         let root = Path::new("/src/weather");
-        for source in ["src/lib.rs", "Cargo.toml", "weather.toml", "app.py", "wit/plugin.wit"] {
+        for source in [
+            "src/lib.rs",
+            "Cargo.toml",
+            "weather.toml",
+            "app.py",
+            "wit/plugin.wit",
+        ] {
             assert!(is_source(root, &root.join(source)), "{source}");
         }
         for output in [

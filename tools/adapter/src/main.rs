@@ -16,7 +16,9 @@ use wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADA
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
     let (Some(file), None) = (args.next(), args.next()) else {
-        eprintln!("usage: wasmclaw-adapter FILE (writes the WASI preview1 reactor adapter to FILE)");
+        eprintln!(
+            "usage: wasmclaw-adapter FILE (writes the WASI preview1 reactor adapter to FILE)"
+        );
         return ExitCode::from(2);
     };
     let file = PathBuf::from(file);

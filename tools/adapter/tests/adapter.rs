@@ -32,8 +32,15 @@ fn writes_the_hosts_adapter() {
         .arg(&theirs)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(std::fs::read(&theirs).unwrap() == written, "the two adapters differ");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read(&theirs).unwrap() == written,
+        "the two adapters differ"
+    );
     // A temporary file was renamed into place; none is left.
     let names: Vec<_> = std::fs::read_dir(dir.path().join("nested"))
         .unwrap()
@@ -44,10 +51,14 @@ fn writes_the_hosts_adapter() {
 
 #[test]
 fn depends_on_the_adapter_crate_only() {
-    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
-        .unwrap();
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
     let manifest: toml::Table = toml::from_str(&manifest).unwrap();
-    let deps: Vec<&String> = manifest["dependencies"].as_table().unwrap().keys().collect();
+    let deps: Vec<&String> = manifest["dependencies"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .collect();
     assert_eq!(deps, ["wasi-preview1-component-adapter-provider"]);
     assert!(!manifest.contains_key("build-dependencies"));
 }
