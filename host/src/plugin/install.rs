@@ -96,7 +96,7 @@ fn copy_atomically(from: &Path, to: &Path) -> Result<(), InstallError> {
     // The source's permissions, not the temporary file's owner-only ones.
     let permissions = std::fs::metadata(from).map(|m| m.permissions());
     tmp.write_all(&bytes)
-        .and_then(|()| permissions)
+        .and(permissions)
         .and_then(|p| tmp.as_file().set_permissions(p))
         .and_then(|()| tmp.as_file().sync_all())
         .map_err(failed)?;
