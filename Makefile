@@ -3,12 +3,14 @@
 # are installed) and `make test` (what CI runs).
 
 GUESTS := --release --target wasm32-wasip2 --target-dir target/guests
+# Each step says what it does before it starts and how long it took.
+STEP := bash scripts/step.sh
 
 .PHONY: setup pyenv plugins lang-plugins demo test lint bench
 
 # The guest target; rustup does not add it on its own.
 setup:
-	rustup target add wasm32-wasip2
+	@$(STEP) "rustup: the wasm32-wasip2 target" rustup target add wasm32-wasip2
 
 # The official OpenAI Python SDK, pinned, in a virtualenv at target/pyenv:
 # tests/all/serve_openai.rs drives `wasmclaw serve` with it. Skipped when
@@ -20,40 +22,41 @@ pyenv:
 	@if $(PYENV)/bin/python -c "import sys, openai; sys.exit(openai.__version__ != '$(OPENAI_PY)')" 2>/dev/null; then \
 		echo "$(PYENV): openai $(OPENAI_PY) is installed"; \
 	else \
-		echo "$(PYENV): installing openai $(OPENAI_PY)" && \
+		echo "$(PYENV): installing openai $(OPENAI_PY) ..." && start=$$(date +%s) && \
 		python3 -m venv --clear $(PYENV) && \
-		$(PYENV)/bin/python -m pip install --quiet --disable-pip-version-check openai==$(OPENAI_PY); \
+		$(PYENV)/bin/python -m pip install --quiet --disable-pip-version-check openai==$(OPENAI_PY) && \
+		echo "$(PYENV): openai $(OPENAI_PY) installed in $$(( $$(date +%s) - start )) s"; \
 	fi
 
 # The example plugins, into target/guests/wasm32-wasip2/release.
 plugins: setup
-	cargo build $(GUESTS) --manifest-path plugins/Cargo.toml
+	@$(STEP) "building the example plugins (wasm32-wasip2, release)" cargo build $(GUESTS) --manifest-path plugins/Cargo.toml
 
 # The example plugins in Python, JavaScript, C, Zig and Go, into
 # target/guests/lang: their toolchains are installed into target/toolchains
 # first, and each plugin's own unit tests run before it is built.
 lang-plugins: setup
-	bash scripts/lang-plugins.sh
+	@$(STEP) "toolchains and plugins in other languages" bash scripts/lang-plugins.sh
 
 demo: setup lang-plugins
-	bash scripts/demo.sh
+	@$(STEP) "the demo" bash scripts/demo.sh
 
 # Formatting, the host and test plugins, every test, then lints (the
 # OpenAI SDK and the plugins in other languages first, for the tests that
 # use them).
 test: setup lang-plugins pyenv
-	cargo fmt --all --check
-	cargo build -p wasmclaw
-	cargo test --workspace
-	cargo clippy --workspace --all-targets -- -D warnings
+	@$(STEP) "formatting (cargo fmt --check)" cargo fmt --all --check
+	@$(STEP) "building the host (debug)" cargo build -p wasmclaw
+	@$(STEP) "every test (cargo test --workspace; the first run also builds the test plugins)" cargo test --workspace
+	@$(STEP) "lints (cargo clippy)" cargo clippy --workspace --all-targets -- -D warnings
 
 # Lints of the guest workspaces too (slower: a wasm32 check build).
 lint: test
-	cargo clippy $(GUESTS) --manifest-path plugins/Cargo.toml -- -D warnings
-	cargo clippy $(GUESTS) --manifest-path tests/fixtures/Cargo.toml -- -D warnings
+	@$(STEP) "lints of the example plugins" cargo clippy $(GUESTS) --manifest-path plugins/Cargo.toml -- -D warnings
+	@$(STEP) "lints of the test plugins" cargo clippy $(GUESTS) --manifest-path tests/fixtures/Cargo.toml -- -D warnings
 
 # Benchmarks: tables on stdout, figures in
 # target/bench/{runtime,turns,scheduler,subturns,serve,hooks,languages,sse,isolation,idle_sessions,host_cost,many_sessions}.json.
 bench: setup lang-plugins
-	cargo build --release -p wasmclaw
-	cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve --bench hooks --bench languages --bench sse --bench isolation --bench idle_sessions --bench host_cost --bench many_sessions
+	@$(STEP) "building the host (release)" cargo build --release -p wasmclaw
+	@$(STEP) "benchmarks" cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve --bench hooks --bench languages --bench sse --bench isolation --bench idle_sessions --bench host_cost --bench many_sessions

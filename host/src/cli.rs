@@ -8,6 +8,7 @@ mod config_cmd;
 mod init;
 mod new_plugin;
 mod plugins;
+mod plugins_dev;
 mod serve;
 mod turns;
 
@@ -98,6 +99,9 @@ pub enum Command {
         /// The plugin's language.
         #[arg(long, value_enum)]
         lang: new_plugin::Lang,
+        /// What it offers: tools (every language) or hooks (rust, python).
+        #[arg(long, value_enum, default_value_t)]
+        kind: new_plugin::Kind,
         /// The plugin's name: lower-case letters, digits and _.
         name: String,
         /// Where to create the folder NAME.
@@ -182,8 +186,13 @@ impl Cli {
             }
             Command::Plugins(cmd) => cmd.run(&home, &load(None, None)?).await,
             Command::Approvals(cmd) => cmd.run(&home).await,
-            Command::NewPlugin { lang, name, dir } => {
-                new_plugin::run(*lang, name, dir)?;
+            Command::NewPlugin {
+                lang,
+                kind,
+                name,
+                dir,
+            } => {
+                new_plugin::run(*lang, *kind, name, dir)?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::CompilePlugin {

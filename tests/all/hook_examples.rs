@@ -10,7 +10,7 @@ use wasmclaw::bus::Subscription;
 use wasmclaw::plugin::{ErrorKind, HookPoint};
 use wasmclaw::protocol::{EventBody, HookDecision, HookVerdict, ToolCallEnd, TurnStatus};
 use wasmclaw::store::Store;
-use wasmclaw_tests::agents::{agent, drain, openai};
+use wasmclaw_tests::agents::{agent, drain, openai, tool_outputs};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::{PluginDir, example_src};
 
@@ -111,13 +111,7 @@ async fn the_secret_redactor_hides_keys_in_results_before_the_model_reads_them()
     let (agent, mut sub) = agent_over(&dir, &fake).await;
     agent.run_turn("s", "echo").await;
     let events = drain(&mut sub);
-    let outputs: Vec<String> = events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd(ToolCallEnd { output, .. }) => Some(output.clone()),
-            _ => None,
-        })
-        .collect();
+    let outputs = tool_outputs(&events);
     assert_eq!(
         outputs,
         [

@@ -4,17 +4,21 @@
 //! `invalid-input` error, and a call that breaks the memory limit is stopped
 //! with the exact error while the next call works. Then the hook written in
 //! Python in a real turn, and `wasmclaw new-plugin` for every language: the
-//! folder it makes builds with its own script and loads.
+//! folder it makes builds with its own script and loads with the grants
+//! file it wrote; its hook templates (Rust, Python) load as hooks and act in
+//! a turn.
 //!
 //! The plugins are built by `make lang-plugins` (the README's test command
 //! runs it) into `target/guests/lang`.
 
 use serde_json::{Value, json};
+use wasmclaw::plugin::loader::Plugin;
+use wasmclaw::plugin::policy::grants::Grants;
 use wasmclaw::plugin::{ErrorKind, PluginStatus, ToolError};
-use wasmclaw::protocol::{EventBody, HookDecision, HookVerdict, ToolCallEnd};
-use wasmclaw_tests::agents::{agent, drain, openai};
+use wasmclaw::protocol::{EventBody, HookDecision, HookVerdict};
+use wasmclaw_tests::agents::{agent, drain, openai, tool_outputs};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
-use wasmclaw_tests::{PluginDir, ctx};
+use wasmclaw_tests::{PluginDir, ctx, run_wasmclaw};
 
 /// One plugin and what to check of it.
 struct Case {
@@ -268,26 +272,8 @@ async fn python_pii_guard_hides_personal_data_in_results() {
         }
     }
     let personal = "Ann <ann@example.com>, +49 30 1234567, card 4111 1111 1111 1111";
-    let fake = FakeModel::start([
-        Reply::tool("c1", "echo", json!({ "text": personal })),
-        Reply::tool("c2", "echo", json!({ "text": "nothing personal" })),
-        Reply::text("done"),
-    ])
-    .await;
-    let (agent, mut sub) = agent(
-        plugins,
-        vec![openai(&fake, "fake-gpt", false)],
-        wasmclaw::store::Store::open_in_memory().unwrap(),
-    );
-    agent.run_turn("s", "echo").await;
-    let events = drain(&mut sub);
-    let outputs: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::ToolCallEnd(ToolCallEnd { output, .. }) => Some(output.as_str()),
-            _ => None,
-        })
-        .collect();
+    let events = echo_turn(plugins, [personal, "nothing personal"]).await;
+    let outputs = tool_outputs(&events);
     assert_eq!(
         outputs,
         ["Ann <[email]>, [phone], card [card]", "nothing personal"]
@@ -307,20 +293,48 @@ async fn python_pii_guard_hides_personal_data_in_results() {
     assert_eq!(decisions, [("pii_guard", HookVerdict::Replace, Some("c1"))]);
 }
 
+/// A turn in which the model calls `echo` with each text in turn, then
+/// answers; every event it published.
+async fn echo_turn(
+    plugins: std::sync::Arc<wasmclaw::plugin::Plugins>,
+    texts: [&str; 2],
+) -> Vec<std::sync::Arc<wasmclaw::protocol::Event>> {
+    let fake = FakeModel::start([
+        Reply::tool("c1", "echo", json!({ "text": texts[0] })),
+        Reply::tool("c2", "echo", json!({ "text": texts[1] })),
+        Reply::text("done"),
+    ])
+    .await;
+    let (agent, mut sub) = agent(
+        plugins,
+        vec![openai(&fake, "fake-gpt", false)],
+        wasmclaw::store::Store::open_in_memory().unwrap(),
+    );
+    agent.run_turn("s", "echo").await;
+    drain(&mut sub)
+}
+
 /// `wasmclaw new-plugin --lang LANG` makes a folder whose `build.sh` builds
-/// a component that loads, whose one tool `NAME_words` counts lines, words,
-/// characters and bytes.
+/// a component that loads with the grants file written beside it, as it is
+/// (it grants nothing: the defaults, read from that file), and whose one
+/// tool `NAME_words` counts lines, words, characters and bytes.
 fn scaffold(lang: &str) {
     let parent = tempfile::tempdir().unwrap();
     let wasm = wasmclaw_tests::scaffold::build(lang, parent.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let dir = PluginDir::new();
-        dir.write(
-            wasm.file_name().unwrap().to_str().unwrap(),
-            &std::fs::read(&wasm).unwrap(),
-        );
+        let installed = install_with_grants(&dir, &wasm);
         let plugins = dir.load().await;
+        let loaded = only_loaded(&plugins, lang);
+        assert_eq!(
+            loaded.grants,
+            Grants {
+                source: Some(installed.with_extension("toml")),
+                ..Grants::default()
+            },
+            "{lang}: the grants of the scaffold"
+        );
         let tool = format!("my_{lang}_tool_words");
         let got = plugins
             .call(
@@ -334,6 +348,73 @@ fn scaffold(lang: &str) {
         let want = json!({"lines": 2, "words": 4, "characters": 15, "bytes": 16});
         assert_eq!(got, want, "{lang}");
     });
+}
+
+/// Copies `wasm` and the `NAME.toml` beside it into `dir`; returns where
+/// the component went.
+fn install_with_grants(dir: &PluginDir, wasm: &std::path::Path) -> std::path::PathBuf {
+    let name = wasm.file_name().unwrap().to_str().unwrap();
+    let grants = std::fs::read(wasm.with_extension("toml")).expect("new-plugin writes NAME.toml");
+    dir.write(&name.replace(".wasm", ".toml"), &grants);
+    dir.write(name, &std::fs::read(wasm).unwrap())
+}
+
+fn only_loaded(plugins: &wasmclaw::plugin::Plugins, what: &str) -> std::sync::Arc<Plugin> {
+    match &plugins.catalog().plugins[..] {
+        [PluginStatus::Loaded(p)] => p.clone(),
+        other => panic!("{what}: expected one loaded plugin, got {other:?}"),
+    }
+}
+
+/// `wasmclaw new-plugin --lang LANG --kind hook` makes a hook plugin that
+/// loads with its grants file as it is: `plugins list` shows its one
+/// subscription, and in a turn it denies the tool call whose arguments
+/// mention "rm -rf" (its default) and lets the other through.
+fn hook_scaffold(lang: &str, denied: &str) {
+    let parent = tempfile::tempdir().unwrap();
+    let wasm = wasmclaw_tests::scaffold::build_kind(lang, "hook", parent.path());
+    let name = format!("my_{lang}_hook");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("plugins");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&wasm, dir.join(format!("{name}.wasm"))).unwrap();
+        std::fs::copy(wasm.with_extension("toml"), dir.join(format!("{name}.toml"))).unwrap();
+        let (code, out, err) = run_wasmclaw(home.path(), &[], &["plugins", "list"], "").await;
+        assert_eq!(code, 0, "{lang}: {err}");
+        assert_eq!(
+            out,
+            format!(
+                "{name}.wasm  ok  hook-plugin@{}  grants: none  hook budget: 16 MiB memory, 50 ms per call\n    hook before-tool (priority 50)\n",
+                wasmclaw::plugin::bindings::WitVersion::LATEST
+            ),
+            "{lang}: plugins list"
+        );
+
+        let plugins = PluginDir::new();
+        plugins.add("echo");
+        install_with_grants(&plugins, &wasm);
+        let outputs = tool_outputs(&echo_turn(plugins.load().await, ["rm -rf /", "ls"]).await);
+        assert_eq!(
+            outputs,
+            [
+                format!("error (denied): denied by hook '{name}': its arguments mention {denied}"),
+                "ls".to_string()
+            ],
+            "{lang}"
+        );
+    });
+}
+
+#[test]
+fn new_plugin_rust_hook() {
+    hook_scaffold("rust", "\"rm -rf\"");
+}
+
+#[test]
+fn new_plugin_python_hook() {
+    hook_scaffold("python", "'rm -rf'");
 }
 
 #[test]
@@ -372,13 +453,7 @@ fn new_plugin_zig() {
 #[test]
 fn a_python_exception_is_named_in_the_tool_error() {
     let parent = tempfile::tempdir().unwrap();
-    let made = std::process::Command::new(wasmclaw_tests::wasmclaw_bin())
-        .args(["new-plugin", "--lang", "python", "raises", "--dir"])
-        .arg(parent.path())
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let folder = parent.path().join("raises");
+    let folder = wasmclaw_tests::scaffold::create("python", "tool", "raises", parent.path());
     let app = folder.join("app.py");
     let source = std::fs::read_to_string(&app).unwrap();
     let line = "        text = json.loads(arguments)[\"text\"]\n";

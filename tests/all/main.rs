@@ -28,6 +28,7 @@ mod loading;
 mod named_agents;
 mod network;
 mod no_answer;
+mod plugins_dev;
 mod refused_loops;
 mod reload;
 mod sandbox;

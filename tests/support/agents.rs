@@ -11,7 +11,7 @@ use wasmclaw::bus::{Delivery, EventBus, Filter, Received, Subscription};
 use wasmclaw::core::Core;
 use wasmclaw::llm::{Chain, Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use wasmclaw::plugin::Plugins;
-use wasmclaw::protocol::{Event, EventBody, LlmDelta};
+use wasmclaw::protocol::{Event, EventBody, LlmDelta, ToolCallEnd};
 use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 
@@ -158,6 +158,17 @@ pub fn drain(sub: &mut Subscription) -> Vec<Arc<Event>> {
         }
     }
     events
+}
+
+/// The outputs of the tool calls among `events`, in order.
+pub fn tool_outputs(events: &[Arc<Event>]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ToolCallEnd(ToolCallEnd { output, .. }) => Some(output.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Events from `sub` up to and including the first that `stop` accepts.

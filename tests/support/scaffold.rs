@@ -14,31 +14,24 @@ pub const LANGS: [&str; 6] = ["rust", "c", "zig", "go", "js", "python"];
 /// toolchains `make lang-plugins` installed; returns the component. Its one
 /// tool is `my_LANG_tool_words`. Panics with the build's output if it fails.
 pub fn build(lang: &str, parent: &Path) -> PathBuf {
-    let name = format!("my_{lang}_tool");
-    let out = Command::new(wasmclaw_bin())
-        .args(["new-plugin", "--lang", lang, &name, "--dir"])
-        .arg(parent)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{lang}: new-plugin failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    rebuild(lang, &parent.join(&name))
+    build_kind(lang, "tool", parent)
 }
 
-/// Builds the plugin folder `folder` (made by [`build`], then perhaps
-/// edited) again with its `build.sh`; returns the component.
+/// Creates plugin `my_LANG_KIND` (`new-plugin --kind KIND`) in `parent` and
+/// builds it; returns the component, with the grants file `new-plugin`
+/// wrote beside it.
+pub fn build_kind(lang: &str, kind: &str, parent: &Path) -> PathBuf {
+    let name = format!("my_{lang}_{kind}");
+    rebuild(lang, &create(lang, kind, &name, parent))
+}
+
+/// Builds the plugin folder `folder` (made by [`create`], then perhaps
+/// edited) with its `build.sh`; returns the component.
 pub fn rebuild(lang: &str, folder: &Path) -> PathBuf {
     let name = folder.file_name().unwrap().to_str().unwrap();
     let mut build = Command::new("bash");
-    build
-        .arg(folder.join("build.sh"))
-        .env("WASMCLAW_TOOLCHAINS", target_dir().join("toolchains"))
-        // The Rust template's own target folder would rebuild its
-        // dependencies every run: share one.
-        .env("CARGO_TARGET_DIR", target_dir().join("guests/scaffold"));
+    build.arg(folder.join("build.sh"));
+    shared_toolchains(&mut build);
     let build = run_within(build, BUILD_TIME, lang);
     assert!(
         build.status.success(),
@@ -49,6 +42,47 @@ pub fn rebuild(lang: &str, folder: &Path) -> PathBuf {
     let wasm = folder.join(format!("{name}.wasm"));
     assert!(wasm.exists(), "{lang}: build.sh made no {}", wasm.display());
     wasm
+}
+
+/// `wasmclaw new-plugin --lang LANG --kind KIND NAME` in `parent`; returns
+/// the folder.
+pub fn create(lang: &str, kind: &str, name: &str, parent: &Path) -> PathBuf {
+    let out = Command::new(wasmclaw_bin())
+        .args(["new-plugin", "--lang", lang, "--kind", kind, name, "--dir"])
+        .arg(parent)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{lang}: new-plugin failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parent.join(name)
+}
+
+/// The toolchains `make lang-plugins` installed, and one target folder for
+/// every Rust plugin built from a template: without it each would compile
+/// wit-bindgen and serde_json again.
+pub fn shared_toolchains(command: &mut impl Envs) {
+    command.set("WASMCLAW_TOOLCHAINS", &target_dir().join("toolchains"));
+    command.set("CARGO_TARGET_DIR", &target_dir().join("guests/scaffold"));
+}
+
+/// Setting an environment variable, on a std or a tokio command.
+pub trait Envs {
+    fn set(&mut self, key: &str, value: &Path);
+}
+
+impl Envs for Command {
+    fn set(&mut self, key: &str, value: &Path) {
+        self.env(key, value);
+    }
+}
+
+impl Envs for tokio::process::Command {
+    fn set(&mut self, key: &str, value: &Path) {
+        self.env(key, value);
+    }
 }
 
 /// The longest a template's build may take (a cold Zig cache takes about a

@@ -1,4 +1,4 @@
-//! `wasmclaw plugins list|check|call`.
+//! `wasmclaw plugins list|check|call|adapter|dev`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -35,6 +35,15 @@ pub enum PluginsCommand {
     /// `wasm-tools component new core.wasm --adapt wasi_snapshot_preview1=FILE`
     /// turns one into a component this host runs.
     Adapter { file: PathBuf },
+    /// Build the plugin folder DIR with its ./build.sh, check the NAME.wasm
+    /// it writes and install it (with NAME.toml) into the plugin directory;
+    /// again on every change to DIR, until Ctrl-C. A running `serve` or
+    /// `chat` reloads it. A failed build keeps the installed plugin.
+    Dev {
+        /// The plugin folder, as `wasmclaw new-plugin NAME` made it.
+        #[arg(value_name = "DIR")]
+        folder: PathBuf,
+    },
 }
 
 impl PluginsCommand {
@@ -48,6 +57,9 @@ impl PluginsCommand {
         }
         let dir = config.plugins.dir.as_path();
         let runtime = super::runtime(home, config)?;
+        if let PluginsCommand::Dev { folder } = self {
+            return super::plugins_dev::run(&runtime, dir, folder).await;
+        }
         match self {
             PluginsCommand::List { json } => {
                 let plugins = Plugins::load_dir(runtime, dir).await;
@@ -119,6 +131,7 @@ impl PluginsCommand {
                 }
             }
             PluginsCommand::Adapter { .. } => unreachable!("handled before the runtime starts"),
+            PluginsCommand::Dev { .. } => unreachable!("handled once the runtime starts"),
         }
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds this plugin into ./__NAME__.wasm with componentize-py, from app.py
+# Builds this plugin (world __WORLD__) into ./__NAME__.wasm with componentize-py, from app.py
 # and the WIT in ./wit.
 #
 # componentize-py is looked for in $WASMCLAW_TOOLCHAINS/python/bin (the
@@ -33,5 +33,5 @@ cd "$stage"
 # -p .: the plugin's own modules. componentize-py would also search the
 # site-packages of an active venv (VIRTUAL_ENV); the plugin uses only the
 # standard library.
-env -u VIRTUAL_ENV "$cpy" -q -d "$here/wit" -w tool-plugin componentize app -p . -o "$here/$name.wasm"
+env -u VIRTUAL_ENV "$cpy" -q -d "$here/wit" -w __WORLD__ componentize app -p . -o "$here/$name.wasm"
 echo "$name: $here/$name.wasm ($(( $(stat -c %s "$here/$name.wasm") / 1024 )) KiB)"

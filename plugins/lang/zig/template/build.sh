@@ -18,9 +18,16 @@ tc="${WASMCLAW_TOOLCHAINS:-}"
 
 missing() { echo "__NAME__: $1 not found; $2" >&2; exit 1; }
 
-if [[ -n "$tc" && -x "$tc/zig/bin/python" ]]; then zig=("$tc/zig/bin/python" -m ziglang)
+if [[ -n "$tc" && -x "$tc/zig/bin/python" ]]; then
+  zig=("$tc/zig/bin/python" -m ziglang)
+  # Zig's global cache holds wasi-libc and compiler_rt built for wasm32-wasi,
+  # about three minutes of work on two cores the first time. The toolchains
+  # folder keeps one that the example plugins have warmed already: use it
+  # (Zig's default, ~/.cache/zig, starts cold).
+  export ZIG_GLOBAL_CACHE_DIR="${ZIG_GLOBAL_CACHE_DIR:-$tc/zig/cache}"
 elif command -v zig >/dev/null; then zig=(zig)
 else missing "zig" "pip install ziglang==0.17.1 (or set WASMCLAW_TOOLCHAINS)"; fi
+cache="${ZIG_GLOBAL_CACHE_DIR:-$HOME/.cache/zig}"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -38,6 +45,9 @@ adapter="$here/wasi_snapshot_preview1.reactor.wasm"
 if [[ ! -f "$adapter" && -n "$tc" ]]; then adapter="$tc/adapter/wasi_snapshot_preview1.reactor.wasm"; fi
 [[ -f "$adapter" ]] || missing "the WASI preview1 reactor adapter" "run: wasmclaw plugins adapter $here/wasi_snapshot_preview1.reactor.wasm"
 
+if [[ ! -d "$cache/o" ]]; then
+  echo "__NAME__: building (the first build with the Zig cache $cache compiles wasi-libc: a few minutes; then about a second)"
+fi
 # Build from a scratch copy: Zig writes its cache next to the sources.
 cp "$here/plugin.zig" "$here/__NAME__.zig" "$tmp/"
 cd "$tmp"
