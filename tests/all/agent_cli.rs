@@ -35,13 +35,16 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
         "--session",
         "s1",
         "--events",
+        "-",
         "-m",
         "2 + 3?",
     ];
     let (code, out, err) = wasmclaw(&home, &[("OPENAI_API_KEY", "sk-test")], &args).await;
-    assert_eq!((code, out.as_str()), (0, "It is 5.\n"), "{err}");
+    assert_eq!((code, err.as_str()), (0, ""));
 
-    let events: Vec<Value> = err
+    // With `--events -` stdout holds only the events; the answer is in
+    // turn_end.
+    let events: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
@@ -70,6 +73,7 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
         events.last().unwrap()["usage"],
         json!({"input_tokens": 20, "output_tokens": 10})
     );
+    assert_eq!(events.last().unwrap()["answer"], "It is 5.");
     let auth = fake.requests()[0]
         .headers
         .iter()
@@ -80,6 +84,7 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
     // A second process continues the session: the model sees the first turn,
     // and event numbers go on from the stored log.
     fake.push(Reply::text("Still 5."));
+    let events_file = dir.scratch("out").join("events.jsonl");
     let args = [
         "--plugins",
         plugins.to_str().unwrap(),
@@ -91,14 +96,18 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
         "--session",
         "s1",
         "--events",
+        events_file.to_str().unwrap(),
         "-m",
         "and again?",
     ];
     let (code, out, err) = wasmclaw(&home, &[], &args).await;
     assert_eq!((code, out.as_str()), (0, "Still 5.\n"), "{err}");
-    let first_seq: u64 = serde_json::from_str::<Value>(err.lines().next().unwrap()).unwrap()["seq"]
-        .as_u64()
-        .unwrap();
+    // `--events FILE`: the events in the file, one JSON line each.
+    let written = std::fs::read_to_string(&events_file).unwrap();
+    let first_seq: u64 =
+        serde_json::from_str::<Value>(written.lines().next().unwrap()).unwrap()["seq"]
+            .as_u64()
+            .unwrap();
     assert_eq!(first_seq, seqs.len() as u64 + 1);
     let sent = &fake.requests()[2].body["messages"];
     let contents: Vec<String> = sent
@@ -213,18 +222,20 @@ async fn the_scripted_demo_model_drives_the_example_plugins() {
         "--model",
         &model,
         "--events",
+        "-",
         "-m",
         "Plan the garden party",
     ];
     let (code, out, err) = wasmclaw(&dir.scratch("home"), &[], &args).await;
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        out,
-        "The garden party is planned for 18 December 2026 with a budget of 75. The plan is saved in party/plan.md and invites Ada, Grace and Linus.\n"
-    );
-    let mut ends: Vec<(String, bool)> = err
-        .lines()
+    let events: Vec<Value> = (out.lines())
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    assert_eq!(
+        events.last().unwrap()["answer"],
+        "The garden party is planned for 18 December 2026 with a budget of 75. The plan is saved in party/plan.md and invites Ada, Grace and Linus."
+    );
+    let mut ends: Vec<(String, bool)> = (events.iter())
         .filter(|e| e["type"] == "tool_call_end")
         .map(|e| {
             (

@@ -29,6 +29,7 @@ mod network;
 mod no_answer;
 mod refused_loops;
 mod reload;
+mod run_output;
 mod sandbox;
 mod scheduler;
 mod scrub;
