@@ -5,6 +5,7 @@
 mod agent_cli;
 mod approvals;
 mod chat_control;
+mod chat_terminal;
 mod cli;
 mod commands;
 mod config;

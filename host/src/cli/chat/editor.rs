@@ -64,7 +64,12 @@ impl LineEditor {
                 .load_history(&history)
                 .with_context(|| format!("reading the chat history {}", history.display()))?;
         }
-        let printer = Box::new(editor.create_external_printer()?);
+        // A terminal rustyline does not drive (TERM=dumb) has no printer:
+        // input is then read as piped input is.
+        let Ok(printer) = editor.create_external_printer() else {
+            return Ok(None);
+        };
+        let printer = Box::new(printer);
         let mode = TerminalMode::save();
         let (requests, asked) = std::sync::mpsc::channel();
         let (given, inputs) = tokio::sync::mpsc::unbounded_channel();
