@@ -206,6 +206,56 @@ async fn ctrl_c_during_a_turn_winds_it_down_and_ctrl_d_then_ends_the_chat() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_line_typed_while_a_turn_runs_steers_it() {
+    let fake = FakeModel::start([
+        Reply::tool("c1", "wait_gate", gate_args("nap")),
+        Reply::text("Understood."),
+    ])
+    .await;
+    let dir = PluginDir::new();
+    let gates = ToolGates::new();
+    dir.add("hostile");
+    dir.grants(
+        "hostile",
+        &format!("{}[limits]\ntimeout_ms = 60000\n", gates.grants()),
+    );
+    let home = dir.scratch("home");
+    let (plugins, url) = (dir.path().display().to_string(), fake.openai_base_url());
+    let mut chat = blocking(move || {
+        let mut chat = spawn(&home, &[], &chat_args(&plugins, &url, "s"));
+        chat.exp_string("> ").unwrap();
+        keys(&mut chat, "take a nap\r");
+        chat
+    })
+    .await;
+    // The tool runs until the line has been taken as steering.
+    gates
+        .wait_started("nap", Duration::from_millis(LIMIT_MS))
+        .await;
+    let mut chat = blocking(move || {
+        keys(&mut chat, "keep it short\r");
+        chat.exp_string("[steering: taken in before the next model call]")
+            .unwrap();
+        chat
+    })
+    .await;
+    gates.open("nap");
+    let (code, _) = blocking(move || {
+        chat.exp_string("[taken in: keep it short]").unwrap();
+        chat.exp_string("Understood.").unwrap();
+        chat.send_control('d').unwrap();
+        ended(chat)
+    })
+    .await;
+    assert_eq!(code, 0);
+    let second = &fake.requests()[1].body["messages"];
+    assert_eq!(
+        second.as_array().unwrap().last().unwrap()["content"],
+        "keep it short"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn colour_on_a_terminal_and_none_with_no_color() {
     let dir = PluginDir::new();
     dir.add("echo");
