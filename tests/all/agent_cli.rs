@@ -464,3 +464,30 @@ async fn base_url_applies_to_anthropic_candidates_and_a_mixed_chain_is_refused()
     );
     assert_eq!(fake.requests().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_shows_hook_decisions_only_with_verbose() {
+    let dir = PluginDir::new();
+    dir.add("prompt_context");
+    dir.grants("prompt_context", "[hooks]\ntimeout_ms = 10000\n");
+    let fake = FakeModel::start([Reply::text("One."), Reply::text("Two.")]).await;
+    let url = fake.openai_base_url();
+    let plugins = dir.path();
+    let home = dir.scratch("home");
+    let mut shown = Vec::new();
+    for verbose in [None, Some("-v")] {
+        let args: Vec<&str> = ["--plugins", plugins.to_str().unwrap()]
+            .into_iter()
+            .chain(verbose)
+            .chain(["chat", "--model", "openai:m", "--base-url", &url])
+            .collect();
+        let (code, out, err) = run_wasmclaw(&home, &[], &args, "hi\n").await;
+        assert_eq!(code, 0, "{err}");
+        let hooks: Vec<&str> = (out.lines())
+            .filter(|l| l.contains("[hook "))
+            .map(|l| l.trim_start_matches("> ").trim())
+            .collect();
+        shown.push(hooks.join("\n"));
+    }
+    assert_eq!(shown, ["", "[hook 'prompt_context' (before-llm): replace]"]);
+}
