@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
-use wasmclaw_tests::{PluginDir, run_wasmclaw};
+use wasmclaw_tests::{PluginDir, json_lines, kinds_but_deltas, run_wasmclaw};
 
 /// Runs the binary with a clean model environment; (exit code, stdout, stderr).
 async fn wasmclaw(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
@@ -44,17 +44,9 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
 
     // With `--events -` stdout holds only the events; the answer is in
     // turn_end.
-    let events: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let kinds: Vec<&str> = events
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .filter(|k| *k != "llm_delta")
-        .collect();
+    let events = json_lines(&out);
     assert_eq!(
-        kinds,
+        kinds_but_deltas(&events),
         [
             "plugin_loaded",
             "turn_begin",
@@ -228,9 +220,7 @@ async fn the_scripted_demo_model_drives_the_example_plugins() {
     ];
     let (code, out, err) = wasmclaw(&dir.scratch("home"), &[], &args).await;
     assert_eq!(code, 0, "{err}");
-    let events: Vec<Value> = (out.lines())
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .collect();
+    let events = json_lines(&out);
     assert_eq!(
         events.last().unwrap()["answer"],
         "The garden party is planned for 18 December 2026 with a budget of 75. The plan is saved in party/plan.md and invites Ada, Grace and Linus."

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rexpect::process::WaitStatus;
 use rexpect::session::{Options, PtySession, spawn_with_options};
 use serde_json::json;
-use wasmclaw_tests::fake_model::{FakeModel, Reply, roles_and_texts};
+use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::gate::{ToolGates, gate_args};
 use wasmclaw_tests::{PluginDir, wasmclaw_bin};
 
@@ -63,20 +63,28 @@ fn ended(mut chat: PtySession) -> (i32, String) {
     (code, rest)
 }
 
-/// The user messages the model was sent, request by request (the last one
-/// of each).
-fn asked(fake: &FakeModel) -> Vec<String> {
-    (fake.requests().iter())
-        .map(|r| {
-            let messages = roles_and_texts(&r.body);
-            let (_, text) = messages
-                .iter()
-                .rev()
-                .find(|(role, _)| role == "user")
-                .unwrap();
-            text.clone()
-        })
-        .collect()
+/// A chat with hostile loaded, whose first message ("take a nap") has the
+/// model call `wait_gate`: returned once the call waits at gate `nap`.
+async fn napping(fake: &FakeModel) -> (PtySession, ToolGates, PluginDir) {
+    let dir = PluginDir::new();
+    let gates = ToolGates::new();
+    dir.add("hostile");
+    let grants = format!("{}[limits]\ntimeout_ms = 60000\n", gates.grants());
+    dir.grants("hostile", &grants);
+    let home = dir.scratch("home");
+    let (plugins, url) = (dir.path().display().to_string(), fake.openai_base_url());
+    let chat = blocking(move || {
+        let mut chat = spawn(&home, &[], &chat_args(&plugins, &url, "nap"));
+        chat.exp_string("> ").unwrap();
+        keys(&mut chat, "take a nap\r");
+        // rexpect reads bytes as Latin-1: ASCII text only.
+        chat.exp_string("wait_gate {").unwrap();
+        chat
+    })
+    .await;
+    let limit = Duration::from_millis(LIMIT_MS);
+    gates.wait_started("nap", limit).await;
+    (chat, gates, dir)
 }
 
 /// SGR (colour) sequences in `text`: ESC [ digits and `;` then `m`.
@@ -120,7 +128,7 @@ async fn a_line_is_edited_before_it_is_sent_and_kept_in_the_history() {
     })
     .await;
     assert_eq!(code, 0);
-    assert_eq!(asked(&fake), ["say hello"]);
+    assert_eq!(fake.user_messages(), ["say hello"]);
     let history = std::fs::read_to_string(home.join("chat_history")).unwrap();
     assert_eq!(history.lines().last(), Some("say hello"), "{history}");
 
@@ -135,7 +143,7 @@ async fn a_line_is_edited_before_it_is_sent_and_kept_in_the_history() {
     })
     .await;
     assert_eq!(code, 0);
-    assert_eq!(asked(&fake), ["say hello", "say hello"]);
+    assert_eq!(fake.user_messages(), ["say hello", "say hello"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -164,28 +172,9 @@ async fn ctrl_c_during_a_turn_winds_it_down_and_ctrl_d_then_ends_the_chat() {
         Reply::text("Stopped early."),
     ])
     .await;
-    let dir = PluginDir::new();
-    let gates = ToolGates::new();
-    dir.add("hostile");
-    dir.grants(
-        "hostile",
-        &format!("{}[limits]\ntimeout_ms = 60000\n", gates.grants()),
-    );
-    let home = dir.scratch("home");
-    let (plugins, url) = (dir.path().display().to_string(), fake.openai_base_url());
+    let (chat, gates, _dir) = napping(&fake).await;
     let mut chat = blocking(move || {
-        let mut chat = spawn(&home, &[], &chat_args(&plugins, &url, "w"));
-        chat.exp_string("> ").unwrap();
-        keys(&mut chat, "take a nap\r");
-        // rexpect reads bytes as Latin-1: ASCII text only.
-        chat.exp_string("wait_gate {").unwrap();
-        chat
-    })
-    .await;
-    gates
-        .wait_started("nap", Duration::from_millis(LIMIT_MS))
-        .await;
-    let mut chat = blocking(move || {
+        let mut chat = chat;
         chat.send_control('c').unwrap();
         chat.exp_string("[interrupting: running tools finish")
             .unwrap();
@@ -212,27 +201,10 @@ async fn a_line_typed_while_a_turn_runs_steers_it() {
         Reply::text("Understood."),
     ])
     .await;
-    let dir = PluginDir::new();
-    let gates = ToolGates::new();
-    dir.add("hostile");
-    dir.grants(
-        "hostile",
-        &format!("{}[limits]\ntimeout_ms = 60000\n", gates.grants()),
-    );
-    let home = dir.scratch("home");
-    let (plugins, url) = (dir.path().display().to_string(), fake.openai_base_url());
-    let mut chat = blocking(move || {
-        let mut chat = spawn(&home, &[], &chat_args(&plugins, &url, "s"));
-        chat.exp_string("> ").unwrap();
-        keys(&mut chat, "take a nap\r");
-        chat
-    })
-    .await;
     // The tool runs until the line has been taken as steering.
-    gates
-        .wait_started("nap", Duration::from_millis(LIMIT_MS))
-        .await;
+    let (chat, gates, _dir) = napping(&fake).await;
     let mut chat = blocking(move || {
+        let mut chat = chat;
         keys(&mut chat, "keep it short\r");
         chat.exp_string("[steering: taken in before the next model call]")
             .unwrap();

@@ -7,20 +7,17 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
-use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply, roles_and_texts};
-use wasmclaw_tests::{PluginDir, run_wasmclaw, wasmclaw_bin};
+use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply};
+use wasmclaw_tests::{PluginDir, json_lines, kinds_but_deltas, run_wasmclaw, wasmclaw_command};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// The last user message the model was sent in request `n`.
-fn asked(fake: &FakeModel, n: usize) -> String {
-    let messages = roles_and_texts(&fake.requests()[n].body);
-    let (_, text) = messages
-        .iter()
-        .rev()
-        .find(|(role, _)| role == "user")
-        .unwrap();
-    text.clone()
+/// A home whose model calls are retried at once, without jitter.
+fn quick_retries(dir: &PluginDir) -> std::path::PathBuf {
+    let home = dir.scratch("home");
+    let file = "[limits.retry]\njitter = 0\nbackoff_ms = 10\n";
+    std::fs::write(home.join("wasmclaw.toml"), file).unwrap();
+    home
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -34,12 +31,12 @@ async fn the_prompt_is_an_argument_or_all_of_stdin_and_not_both() {
     // `-v` after the prompt is a flag, and a prompt with a space is one word.
     let (code, out, err) = run_wasmclaw(&home, &[], &args, "").await;
     assert_eq!((code, out.as_str()), (0, "one\n"), "{err}");
-    assert_eq!(asked(&fake, 0), "what is");
+    assert_eq!(fake.user_messages(), ["what is"]);
 
     let args = [&["run"][..], &model].concat();
     let (code, out, err) = run_wasmclaw(&home, &[], &args, "first line\nsecond\n").await;
     assert_eq!((code, out.as_str()), (0, "two\n"), "{err}");
-    assert_eq!(asked(&fake, 1), "first line\nsecond");
+    assert_eq!(fake.user_messages()[1], "first line\nsecond");
 
     let args = [&["run"][..], &model, &["-m", "a", "b"]].concat();
     let (code, out, err) = run_wasmclaw(&home, &[], &args, "").await;
@@ -67,16 +64,11 @@ async fn the_answer_streams_to_stdout_before_the_turn_ends() {
     let fake = FakeModel::start([Reply::PauseMidStream(gate.clone(), fox.into())]).await;
     let dir = PluginDir::new();
     let url = fake.openai_base_url();
-    let mut child = tokio::process::Command::new(wasmclaw_bin())
-        .env("WASMCLAW_HOME", dir.scratch("home"))
-        .env("RUST_LOG", "error")
-        .env_remove("WASMCLAW_MODEL")
-        .args(["--plugins", dir.path().to_str().unwrap()])
-        .args(["run", "--model", "openai:m", "--base-url", &url, "the fox?"])
+    let args = ["run", "--model", "openai:m", "--base-url", &url, "the fox?"];
+    let mut child = wasmclaw_command(&dir.scratch("home"), &[], &args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut stdout = child.stdout.take().unwrap();
@@ -134,12 +126,7 @@ async fn a_reply_cut_and_retried_is_said_void_on_stderr_and_no_stream_prints_onl
     ])
     .await;
     let dir = PluginDir::new();
-    let home = dir.scratch("home");
-    std::fs::write(
-        home.join("wasmclaw.toml"),
-        "[limits.retry]\njitter = 0\nbackoff_ms = 10\n",
-    )
-    .unwrap();
+    let home = quick_retries(&dir);
     let url = fake.openai_base_url();
     let args = ["run", "--model", "openai:m", "--base-url", &url, "the fox?"];
     let (code, out, err) = run_wasmclaw(&home, &[], &args, "").await;
@@ -187,15 +174,9 @@ async fn events_on_stdout_are_json_lines_only_and_logs_stay_on_stderr() {
     let env = [("RUST_LOG", "info")];
     let (code, out, err) = run_wasmclaw(&dir.scratch("home"), &env, &args, "").await;
     assert_eq!(code, 0, "{err}");
-    let events: Vec<Value> = (out.lines())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
-        .collect();
-    let kinds: Vec<&str> = (events.iter())
-        .map(|e| e["type"].as_str().unwrap())
-        .filter(|k| *k != "llm_delta")
-        .collect();
+    let events = json_lines(&out);
     assert_eq!(
-        kinds,
+        kinds_but_deltas(&events),
         [
             "plugin_loaded",
             "turn_begin",
@@ -258,12 +239,7 @@ async fn a_failed_turn_is_said_once() {
     };
     let fake = FakeModel::start_with(options, []).await;
     let dir = PluginDir::new();
-    let home = dir.scratch("home");
-    std::fs::write(
-        home.join("wasmclaw.toml"),
-        "[limits.retry]\njitter = 0\nbackoff_ms = 10\n",
-    )
-    .unwrap();
+    let home = quick_retries(&dir);
     let url = fake.openai_base_url();
     let args = ["run", "--model", "openai:m", "--base-url", &url, "hi"];
     // The default log level: warnings shown.

@@ -343,6 +343,17 @@ impl FakeModel {
     }
 
     /// Replies not yet used.
+    /// The last user message of each request, in order.
+    pub fn user_messages(&self) -> Vec<String> {
+        (self.requests().iter())
+            .map(|r| {
+                let messages = roles_and_texts(&r.body);
+                let user = messages.iter().rev().find(|(role, _)| role == "user");
+                user.map(|(_, text)| text.clone()).unwrap_or_default()
+            })
+            .collect()
+    }
+
     pub fn remaining(&self) -> usize {
         self.shared.replies.lock().unwrap().len()
     }
