@@ -24,28 +24,28 @@ step() { printf '\n\033[1m$ wasmclaw %s\033[0m\n' "$*"; ./target/release/wasmcla
 
 step plugins list
 
-printf '\n\033[1m# A turn: the scripted model calls tools over four iterations (events on stderr)\033[0m\n'
+printf '\n\033[1m# A turn: the scripted model calls tools over four iterations (events on stdout)\033[0m\n'
 export WASMCLAW_MODEL="scripted:scripts/demo-model.json"
-# Every event is a JSON line on stderr; the word-by-word llm_delta lines are left out here.
-printf '\n\033[1m$ wasmclaw run --events --session demo -m "Plan the garden party ..."\033[0m\n'
-./target/release/wasmclaw run --events --session demo \
-  -m "Plan the garden party for two weeks and three days after 2026-12-01" 2>&1 | grep -v '"type":"llm_delta"' || true
+# Every event is a JSON line on stdout (--events -); the word-by-word llm_delta lines are left out here.
+printf '\n\033[1m$ wasmclaw run --events - --session demo "Plan the garden party ..."\033[0m\n'
+./target/release/wasmclaw run --events - --session demo \
+  "Plan the garden party for two weeks and three days after 2026-12-01" | grep -v '"type":"llm_delta"' || true
 
 printf '\n\033[1m# The same, as a chat: text streams, tool calls show as they run\033[0m\n'
 printf '%s\n' "Plan the garden party again, please" "thanks!" | ./target/release/wasmclaw chat --session demo-chat || true
 
 printf '\n\033[1m# Sub-agents: a subagent call with one tool, and the research plugin starting two through agent.spawn-subturn\033[0m\n'
-printf '\n\033[1m$ wasmclaw run --session demo-sub -m "Use sub-agents ..."\033[0m\n'
-./target/release/wasmclaw run --session demo-sub -m "Use sub-agents to check the party dates and budget" || true
+printf '\n\033[1m$ wasmclaw run --session demo-sub "Use sub-agents ..."\033[0m\n'
+./target/release/wasmclaw run --session demo-sub "Use sub-agents to check the party dates and budget" || true
 step turns --session demo-sub
 
 printf '\n\033[1m# Hooks: the tool policy denies .env, the secret redactor hides a key, the audit log keeps every event\033[0m\n'
 mkdir -p "$home/workspace/deploy"
 printf 'DATABASE_URL=postgres://admin:hunter2@db/prod\n' > "$home/workspace/.env"
 printf 'region = eu-west-1\napi_key = sk-demo0123456789abcdefghijklmn\n' > "$home/workspace/deploy/settings.txt"
-printf '\n\033[1m$ wasmclaw run --events --session demo-hooks -m "Show me the deploy settings"   # hook and tool events only\033[0m\n'
-./target/release/wasmclaw run --events --session demo-hooks -m "Show me the deploy settings" 2>&1 \
-  | grep -E '"type":"(hook_decision|hook_error|tool_call_end)"|^[^{]' || true
+printf '\n\033[1m$ wasmclaw run --events - --session demo-hooks "Show me the deploy settings"   # hook, tool and end events only\033[0m\n'
+./target/release/wasmclaw run --events - --session demo-hooks "Show me the deploy settings" 2>&1 \
+  | grep -E '"type":"(hook_decision|hook_error|tool_call_end|turn_end)"|^[^{]' || true
 printf '\n\033[1m# target/demo/audit/events.jsonl, written by the audit_log hook: events by kind\033[0m\n'
 sed -n 's/.*"type":"\([a-z_]*\)".*/\1/p' "$home/audit/events.jsonl" | sort | uniq -c
 

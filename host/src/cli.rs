@@ -9,7 +9,9 @@ mod init;
 mod new_plugin;
 mod plugins;
 mod plugins_dev;
+mod run;
 mod serve;
+mod term;
 mod turns;
 
 use std::path::PathBuf;
@@ -53,22 +55,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run one turn: the answer on stdout; exit 1 if the turn fails.
-    Run {
-        #[command(flatten)]
-        agent: agent::AgentArgs,
-        /// Print every event as a JSON line on stderr.
-        #[arg(long)]
-        events: bool,
-        /// What a tool call that waits for approval gets: `ask` (on the
-        /// terminal; without one, a denial that says why), `allow` or
-        /// `deny`.
-        #[arg(long, value_enum, default_value_t = agent::Approve::Ask)]
-        approve: agent::Approve,
-        /// The user message.
-        #[arg(short, long)]
-        message: String,
-    },
+    /// Run one turn: the answer streams to stdout; exit 1 if the turn
+    /// fails.
+    Run(run::RunArgs),
     /// A conversation on the terminal, streamed, with tool calls shown.
     /// Typing while a turn runs steers it; Ctrl-C once winds the turn down,
     /// twice stops it.
@@ -158,19 +147,14 @@ impl Cli {
         };
         let load = |agent, server| loader(agent, server).load();
         match &self.command {
-            Command::Run {
-                agent,
-                events,
-                approve,
-                message,
-            } => {
-                let config = load(Some(&agent.flags), None)?;
-                agent::run(&home, &config, agent, *events, *approve, message).await
+            Command::Run(args) => {
+                let config = load(Some(&args.agent.flags), None)?;
+                run::run(&home, &config, args).await
             }
             Command::Chat { agent, live } => {
                 let loader = loader(Some(&agent.flags), None);
                 let config = loader.load()?;
-                chat::chat(&home, &config, loader, agent, *live).await
+                chat::chat(&home, &config, loader, agent, *live, self.verbose).await
             }
             Command::Serve(args) => {
                 let loader = loader(Some(&args.agent), Some(&args.server));
@@ -260,7 +244,8 @@ pub fn exit_quietly_on_broken_pipe() {
     }));
 }
 
-/// Log to stderr; plugin output is at info under the `plugin` target.
+/// Log to stderr, in colour only on a terminal without `NO_COLOR`; plugin
+/// output is at info under the `plugin` target.
 pub fn init_tracing(verbose: u8) {
     let default = match verbose {
         0 => "warn,plugin=info",
@@ -272,6 +257,7 @@ pub fn init_tracing(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(term::colour(&std::io::stderr()))
         .with_target(false)
         .init();
 }

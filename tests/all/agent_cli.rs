@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
-use wasmclaw_tests::{PluginDir, run_wasmclaw};
+use wasmclaw_tests::{PluginDir, json_lines, kinds_but_deltas, run_wasmclaw};
 
 /// Runs the binary with a clean model environment; (exit code, stdout, stderr).
 async fn wasmclaw(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
@@ -37,23 +37,18 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
         "--session",
         "s1",
         "--events",
+        "-",
         "-m",
         "2 + 3?",
     ];
     let (code, out, err) = wasmclaw(&home, &[("OPENAI_API_KEY", "sk-test")], &args).await;
-    assert_eq!((code, out.as_str()), (0, "It is 5.\n"), "{err}");
+    assert_eq!((code, err.as_str()), (0, ""));
 
-    let events: Vec<Value> = err
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let kinds: Vec<&str> = events
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .filter(|k| *k != "llm_delta")
-        .collect();
+    // With `--events -` stdout holds only the events; the answer is in
+    // turn_end.
+    let events = json_lines(&out);
     assert_eq!(
-        kinds,
+        kinds_but_deltas(&events),
         [
             "plugin_loaded",
             "turn_begin",
@@ -72,6 +67,7 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
         events.last().unwrap()["usage"],
         json!({"input_tokens": 20, "output_tokens": 10})
     );
+    assert_eq!(events.last().unwrap()["answer"], "It is 5.");
     let auth = fake.requests()[0]
         .headers
         .iter()
@@ -82,6 +78,7 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
     // A second process continues the session: the model sees the first turn,
     // and event numbers go on from the stored log.
     fake.push(Reply::text("Still 5."));
+    let events_file = dir.scratch("out").join("events.jsonl");
     let args = [
         "--plugins",
         plugins.to_str().unwrap(),
@@ -93,14 +90,18 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
         "--session",
         "s1",
         "--events",
+        events_file.to_str().unwrap(),
         "-m",
         "and again?",
     ];
     let (code, out, err) = wasmclaw(&home, &[], &args).await;
     assert_eq!((code, out.as_str()), (0, "Still 5.\n"), "{err}");
-    let first_seq: u64 = serde_json::from_str::<Value>(err.lines().next().unwrap()).unwrap()["seq"]
-        .as_u64()
-        .unwrap();
+    // `--events FILE`: the events in the file, one JSON line each.
+    let written = std::fs::read_to_string(&events_file).unwrap();
+    let first_seq: u64 =
+        serde_json::from_str::<Value>(written.lines().next().unwrap()).unwrap()["seq"]
+            .as_u64()
+            .unwrap();
     assert_eq!(first_seq, seqs.len() as u64 + 1);
     let sent = &fake.requests()[2].body["messages"];
     let contents: Vec<String> = sent
@@ -216,18 +217,18 @@ async fn the_scripted_demo_model_drives_the_example_plugins() {
         "--model",
         &model,
         "--events",
+        "-",
         "-m",
         "Plan the garden party",
     ];
     let (code, out, err) = wasmclaw(&dir.scratch("home"), &[], &args).await;
     assert_eq!(code, 0, "{err}");
+    let events = json_lines(&out);
     assert_eq!(
-        out,
-        "The garden party is planned for 18 December 2026 with a budget of 75. The plan is saved in party/plan.md and invites Ada, Grace and Linus.\n"
+        events.last().unwrap()["answer"],
+        "The garden party is planned for 18 December 2026 with a budget of 75. The plan is saved in party/plan.md and invites Ada, Grace and Linus."
     );
-    let mut ends: Vec<(String, bool)> = err
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    let mut ends: Vec<(String, bool)> = (events.iter())
         .filter(|e| e["type"] == "tool_call_end")
         .map(|e| {
             (
@@ -478,7 +479,7 @@ async fn max_instances_bounds_the_plugin_calls_in_flight() {
     ])
     .await;
     let child = wasmclaw_tests::serve_bin::wasmclaw_command(&home, &dir.path())
-        .args(["--max-instances", "1", "run", "--events"])
+        .args(["--max-instances", "1", "run", "--events", "-"])
         .args(["--model", "openai:m", "--base-url", &fake.openai_base_url()])
         .args(["-m", "two gates"])
         .stdout(Stdio::piped())
@@ -495,7 +496,7 @@ async fn max_instances_bounds_the_plugin_calls_in_flight() {
     gates.open("g1");
     gates.open("g2");
     let out = wasmclaw_tests::serve_bin::succeeded(child).await;
-    let ends: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+    let ends: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["type"] == "tool_call_end")
@@ -506,4 +507,31 @@ async fn max_instances_bounds_the_plugin_calls_in_flight() {
         refused[0]["output"],
         "error (internal): plugin 'hostile' could not start: the host is running as many plugin instances as it allows; try again shortly"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_shows_hook_decisions_only_with_verbose() {
+    let dir = PluginDir::new();
+    dir.add("prompt_context");
+    dir.grants("prompt_context", "[hooks]\ntimeout_ms = 10000\n");
+    let fake = FakeModel::start([Reply::text("One."), Reply::text("Two.")]).await;
+    let url = fake.openai_base_url();
+    let plugins = dir.path();
+    let home = dir.scratch("home");
+    let mut shown = Vec::new();
+    for verbose in [None, Some("-v")] {
+        let args: Vec<&str> = ["--plugins", plugins.to_str().unwrap()]
+            .into_iter()
+            .chain(verbose)
+            .chain(["chat", "--model", "openai:m", "--base-url", &url])
+            .collect();
+        let (code, out, err) = run_wasmclaw(&home, &[], &args, "hi\n").await;
+        assert_eq!(code, 0, "{err}");
+        let hooks: Vec<&str> = (out.lines())
+            .filter(|l| l.contains("[hook "))
+            .map(|l| l.trim_start_matches("> ").trim())
+            .collect();
+        shown.push(hooks.join("\n"));
+    }
+    assert_eq!(shown, ["", "[hook 'prompt_context' (before-llm): replace]"]);
 }

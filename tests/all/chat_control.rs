@@ -88,6 +88,21 @@ impl Chat {
         }
     }
 
+    /// Waits for the prompt that says the turns have ended (it ends no
+    /// line: it is left for the line read next).
+    async fn wait_for_prompt(&mut self) {
+        use tokio::io::AsyncBufReadExt;
+        let next = tokio::time::timeout(LIMIT, self.stdout.get_mut().fill_buf())
+            .await
+            .unwrap_or_else(|_| panic!("no prompt after {:#?}", self.seen))
+            .unwrap();
+        assert!(
+            next.starts_with(b"> "),
+            "{:?}",
+            String::from_utf8_lossy(next)
+        );
+    }
+
     fn ctrl_c(&self) {
         let pid = self.child.id().unwrap().to_string();
         let status = std::process::Command::new("kill")
@@ -203,6 +218,8 @@ async fn ctrl_c_twice_stops_a_spinning_plugin_and_the_chat_goes_on() {
     chat.wait_for("[interrupting").await;
     chat.ctrl_c();
     chat.wait_for("[turn aborted").await;
+    // Typed before the session is idle, the line would queue as a follow-up.
+    chat.wait_for_prompt().await;
     chat.type_line("hello").await;
     chat.wait_for("Hello again.").await;
     let (code, lines) = chat.finish().await;

@@ -582,7 +582,7 @@ async fn chat_on_a_terminal_asks_about_a_call_and_takes_the_answer() {
     stdin.write_all(b"/quit\n").await.unwrap();
     let status = tokio::time::timeout(LIMIT, child.wait())
         .await
-        .unwrap()
+        .unwrap_or_else(|_| panic!("the chat did not end: {seen}"))
         .unwrap();
     assert!(status.success(), "{seen}");
     assert_eq!(seen.matches("approve tool echo").count(), 1, "{seen}");

@@ -5,6 +5,7 @@
 mod agent_cli;
 mod approvals;
 mod chat_control;
+mod chat_terminal;
 mod cli;
 mod commands;
 mod config;
@@ -31,6 +32,7 @@ mod no_answer;
 mod plugins_dev;
 mod refused_loops;
 mod reload;
+mod run_output;
 mod sandbox;
 mod scheduler;
 mod scrub;

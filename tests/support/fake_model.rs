@@ -112,6 +112,11 @@ pub enum Reply {
     /// [`Reply::CutMidStream`]), then nothing more, with the connection
     /// held open. Not streamed: nothing at all, the connection held open.
     HangMidStream,
+    /// Streamed: the first two thirds of this text reply (as
+    /// [`Reply::CutMidStream`] sends its part), then a wait until the test
+    /// opens the gate, then the rest. Not streamed: the gate, then the
+    /// whole reply.
+    PauseMidStream(Gate, String),
     /// OpenAI streamed: a stream of only `data: [DONE]`. Otherwise: an empty
     /// text reply.
     OnlyDone,
@@ -338,6 +343,17 @@ impl FakeModel {
     }
 
     /// Replies not yet used.
+    /// The last user message of each request, in order.
+    pub fn user_messages(&self) -> Vec<String> {
+        (self.requests().iter())
+            .map(|r| {
+                let messages = roles_and_texts(&r.body);
+                let user = messages.iter().rev().find(|(role, _)| role == "user");
+                user.map(|(_, text)| text.clone()).unwrap_or_default()
+            })
+            .collect()
+    }
+
     pub fn remaining(&self) -> usize {
         self.shared.replies.lock().unwrap().len()
     }
@@ -467,6 +483,7 @@ async fn handle(
         Reply::CutMidStream => cut(&ctx, stream),
         Reply::Malformed => malformed(&ctx, stream),
         Reply::HangMidStream => hang(&ctx, stream),
+        Reply::PauseMidStream(gate, text) => pause(&ctx, stream, gate, &text).await,
         Reply::OnlyDone => match (ctx.format, stream) {
             (Format::OpenAi, true) => sse_response(vec!["data: [DONE]\n\n".into()], false),
             _ => answer(&ctx, stream, "", &[]),
@@ -522,12 +539,8 @@ fn cut(ctx: &Ctx, stream: bool) -> Response {
     if stream {
         // OpenAI: role chunk and two deltas; Anthropic: message_start, ping,
         // content_block_start and two deltas.
-        let keep = match ctx.format {
-            Format::OpenAi => 3,
-            Format::Anthropic => 5,
-        };
         let mut events = events(ctx, text, &[]);
-        events.truncate(keep);
+        events.truncate(first_part(ctx));
         return sse_response(events, true);
     }
     let body = body(ctx, text, &[]).to_string();
@@ -539,6 +552,38 @@ fn cut(ctx: &Ctx, stream: bool) -> Response {
     response
 }
 
+/// The events of a streamed reply that come before it is cut (or paused).
+fn first_part(ctx: &Ctx) -> usize {
+    match ctx.format {
+        Format::OpenAi => 3,
+        Format::Anthropic => 5,
+    }
+}
+
+/// The first part of a streamed text reply, the gate, then the rest.
+async fn pause(ctx: &Ctx, stream: bool, gate: Gate, text: &str) -> Response {
+    if !stream {
+        gate.passed().await;
+        return answer(ctx, false, text, &[]);
+    }
+    let mut first = events(ctx, text, &[]);
+    let rest = first.split_off(first_part(ctx));
+    let first = futures_util::stream::iter(first);
+    let rest = futures_util::stream::once(async move {
+        gate.passed().await;
+        futures_util::stream::iter(rest)
+    })
+    .flatten();
+    let parts = first
+        .chain(rest)
+        .map(|p| Ok::<_, std::io::Error>(Bytes::from(p)));
+    let mut response = Response::new(Body::from_stream(parts));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, "text/event-stream".parse().unwrap());
+    headers.insert(header::CACHE_CONTROL, "no-cache".parse().unwrap());
+    response
+}
+
 /// The first part of a streamed text reply (nothing, not streamed), then
 /// the connection is held open with nothing more.
 fn hang(ctx: &Ctx, stream: bool) -> Response {
@@ -547,10 +592,7 @@ fn hang(ctx: &Ctx, stream: bool) -> Response {
     } else {
         Vec::new()
     };
-    events.truncate(match ctx.format {
-        Format::OpenAi => 3,
-        Format::Anthropic => 5,
-    });
+    events.truncate(first_part(ctx));
     let parts = futures_util::stream::iter(events.into_iter().map(|p| Ok(Bytes::from(p))))
         .chain(futures_util::stream::pending::<Result<Bytes, std::io::Error>>());
     let mut response = Response::new(Body::from_stream(parts));

@@ -209,18 +209,14 @@ pub fn wasmclaw_bin() -> PathBuf {
     bin
 }
 
-/// Runs the `wasmclaw` binary on `home` with `args` and `input` on stdin,
-/// in a clean environment: none of the variables that choose a model, an
-/// agent, a configuration file or a key, but those of `env`. (exit code,
-/// stdout, stderr), within 60 s.
-pub async fn run_wasmclaw(
+/// The `wasmclaw` binary on `home` with `args`, in a clean environment: none
+/// of the variables that choose a model, an agent, a configuration file or
+/// a key, but those of `env`; logs at `error` unless `env` sets `RUST_LOG`.
+pub fn wasmclaw_command(
     home: &Path,
     env: &[(&str, &str)],
     args: &[&str],
-    input: &str,
-) -> (i32, String, String) {
-    use std::process::Stdio;
-    use tokio::io::AsyncWriteExt;
+) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(wasmclaw_bin());
     command.env("WASMCLAW_HOME", home).env("RUST_LOG", "error");
     for var in [
@@ -235,7 +231,24 @@ pub async fn run_wasmclaw(
     ] {
         command.env_remove(var);
     }
-    command.envs(env.iter().copied()).args(args);
+    command
+        .envs(env.iter().copied())
+        .args(args)
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs [`wasmclaw_command`] with `input` on stdin; (exit code, stdout,
+/// stderr), within 60 s.
+pub async fn run_wasmclaw(
+    home: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+    input: &str,
+) -> (i32, String, String) {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+    let mut command = wasmclaw_command(home, env, args);
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -253,4 +266,20 @@ pub async fn run_wasmclaw(
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Every line of `text` as JSON (the output of `--events`); panics naming
+/// a line that is not.
+pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    (text.lines())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect()
+}
+
+/// The kinds of `events`, without the `llm_delta` ones.
+pub fn kinds_but_deltas(events: &[serde_json::Value]) -> Vec<&str> {
+    (events.iter())
+        .map(|e| e["type"].as_str().unwrap())
+        .filter(|k| *k != "llm_delta")
+        .collect()
 }

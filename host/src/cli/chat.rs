@@ -11,36 +11,69 @@
 //! arguments and the answers (once, for the session, always, deny); the
 //! next line typed is the answer.
 //!
+//! On a terminal (stdin and stdout both), lines are typed in a line editor
+//! (`chat/editor.rs`) with a history of [`editor::HISTORY_LINES`] lines in
+//! `HOME/chat_history`; Ctrl-C at the prompt or Ctrl-D on an empty line
+//! ends the chat. Colour only on a terminal without `NO_COLOR`; hook
+//! decisions only with `-v`.
+//!
 //! Text streams as the model writes it. When a reply fails after some of its
 //! text was shown and is asked again (`llm_retry` with `discard_partial`), a
 //! marker line under that text says it is void; the answer follows.
 
-use std::io::Write;
+mod editor;
+mod screen;
+
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 use tokio::signal::unix::{SignalKind, signal};
 
+use self::editor::{Input, LineEditor};
+use self::screen::{Out, Screen};
 use super::agent::{AgentArgs, session_key, start};
 use super::approvals::Questions;
+use super::term::{Paint, colour};
 use crate::bus::Filter;
 use crate::commands::{Commands, Handled};
 use crate::config::Config;
 use crate::config::watch::Loader;
 use crate::home::Home;
-use crate::protocol::{
-    Accepted, Event, EventBody, HookDecision, HookError, InterruptMode, LlmDelta, LlmResponse,
-    LlmRetry, Op, SteeringInjected, SubturnEnd, SubturnSpawn, Target, ToolCallBegin, ToolCallEnd,
-    ToolCallSkipped, TurnEnd, TurnStatus,
-};
+use crate::protocol::{Accepted, EventBody, InterruptMode, Op, Target};
 
+/// Where typed lines come from.
+enum Keyboard {
+    /// Piped input, one line at a time.
+    Piped(Lines<BufReader<Stdin>>),
+    Editor(LineEditor),
+}
+
+impl Keyboard {
+    /// The next line; the editor is asked for one if it is not already.
+    async fn next(&mut self) -> Result<Input> {
+        match self {
+            Keyboard::Piped(lines) => Ok(match lines.next_line().await? {
+                Some(line) => Input::Line(line),
+                None => Input::Eof,
+            }),
+            Keyboard::Editor(editor) => {
+                editor.read("> ");
+                editor.next().await
+            }
+        }
+    }
+}
+
+/// `wasmclaw chat`; `verbose` (`-v`) shows hook decisions.
 pub async fn chat(
     home: &Home,
     config: &Config,
     loader: Loader,
     args: &AgentArgs,
     live: bool,
+    verbose: u8,
 ) -> Result<ExitCode> {
     let (core, _home) = start(home, config, true).await?;
     let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
@@ -77,10 +110,19 @@ pub async fn chat(
     );
     println!("Type a message; /help lists the commands; an empty line or /quit ends.");
 
-    let live = live || std::io::IsTerminal::is_terminal(&std::io::stdin());
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let live = live || std::io::stdin().is_terminal();
+    let paint = Paint {
+        on: colour(&std::io::stdout()),
+    };
+    let (mut keyboard, out) = match LineEditor::start(home.root().join("chat_history"))? {
+        Some((editor, printer)) => (Keyboard::Editor(editor), Out::Editor(printer)),
+        None => {
+            let lines = BufReader::new(tokio::io::stdin()).lines();
+            (Keyboard::Piped(lines), Out::Stdout)
+        }
+    };
     let mut ctrl_c = signal(SignalKind::interrupt())?;
-    let mut screen = Screen::default();
+    let mut screen = Screen::new(out, paint, verbose > 0);
     let mut busy = false;
     let mut input_open = true;
     let mut interrupts = 0;
@@ -122,18 +164,21 @@ pub async fn chat(
                     break;
                 }
                 interrupts += 1;
-                let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
-                let op = Op::Interrupt { target: Target::Session(session.clone()), mode };
-                match core.submit(op).await {
-                    Ok(_) if mode == InterruptMode::Graceful => screen.note(
-                        "interrupting: running tools finish, then a last answer; Ctrl-C again stops at once",
-                    ),
-                    Ok(_) => screen.note("stopping"),
-                    Err(refused) => screen.note(&refused.to_string()),
-                }
+                interrupt(&core, &session, interrupts, &mut screen).await;
             }
-            line = lines.next_line(), if input_open && (live || !busy || !asking.is_empty()) => {
-                let line = line?;
+            input = keyboard.next(), if input_open && (live || !busy || !asking.is_empty()) => {
+                screen.typed();
+                let line = match input? {
+                    Input::Line(line) => Some(line),
+                    // Ctrl-C in the editor: as the signal is without it.
+                    Input::Interrupted if !busy => break,
+                    Input::Interrupted => {
+                        interrupts += 1;
+                        interrupt(&core, &session, interrupts, &mut screen).await;
+                        continue;
+                    }
+                    Input::Eof => None,
+                };
                 if !asking.is_empty() {
                     match asking.answer(&session, line.as_deref().unwrap_or_default(), None) {
                         Ok((op, next)) => {
@@ -159,6 +204,9 @@ pub async fn chat(
                 }
                 if text.is_empty() {
                     continue;
+                }
+                if let Keyboard::Editor(editor) = &keyboard {
+                    editor.remember(text);
                 }
                 let new_key = || format!("chat-{}", uuid::Uuid::now_v7().simple());
                 let text = match Commands::new(&core).handle(&session, text, new_key).await {
@@ -203,166 +251,22 @@ pub async fn chat(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Shown under the text of a model reply that failed and is asked again.
-const VOID: &str = "↑ void: that reply failed; the text above is not the answer";
-
-/// What the terminal shows, and where its cursor is.
-#[derive(Default)]
-struct Screen {
-    /// Labels of the sub-agents started, by id.
-    labels: std::collections::HashMap<String, String>,
-    /// A line of streamed text is open.
-    mid_line: bool,
-    /// The current model call streamed its text (not with --no-stream).
-    streamed: bool,
-    /// Text of the current attempt is on screen.
-    shown: bool,
-}
-
-impl Screen {
-    fn prompt(&mut self) {
-        self.end_line();
-        print!("> ");
-        let _ = std::io::stdout().flush();
+/// Ctrl-C while a turn runs: the first winds it down, the next stops it.
+async fn interrupt(core: &crate::core::Core, session: &str, interrupts: u32, screen: &mut Screen) {
+    let mode = if interrupts == 1 {
+        InterruptMode::Graceful
+    } else {
+        InterruptMode::Hard
+    };
+    let op = Op::Interrupt {
+        target: Target::Session(session.to_string()),
+        mode,
+    };
+    match core.submit(op).await {
+        Ok(_) if mode == InterruptMode::Graceful => screen.note(
+            "interrupting: running tools finish, then a last answer; Ctrl-C again stops at once",
+        ),
+        Ok(_) => screen.note("stopping"),
+        Err(refused) => screen.note(&refused.to_string()),
     }
-
-    /// The question about a call that waits for approval.
-    fn ask(&mut self, question: &str) {
-        self.end_line();
-        print!("  {question}");
-        let _ = std::io::stdout().flush();
-    }
-
-    /// A command's answer, each line indented.
-    fn reply(&mut self, text: &str) {
-        self.end_line();
-        for line in text.lines() {
-            println!("  {line}");
-        }
-    }
-
-    fn note(&mut self, text: &str) {
-        self.end_line();
-        println!("  [{text}]");
-    }
-
-    /// Ends the line of streamed text, if one is open.
-    fn end_line(&mut self) {
-        if std::mem::take(&mut self.mid_line) {
-            println!();
-        }
-    }
-
-    /// One event of the session: text as it streams, tool calls and their
-    /// outcomes, retries, steering and interrupts, how a turn ended.
-    fn show(&mut self, event: &Event) {
-        if event.parent_turn_id.is_some() {
-            // A sub-agent's own work: shown by its start and end.
-            return;
-        }
-        match &event.body {
-            EventBody::SubturnSpawn(SubturnSpawn {
-                subturn_id, label, ..
-            }) => {
-                self.labels.insert(subturn_id.clone(), label.clone());
-                self.note(&format!("sub-agent '{label}' started"));
-            }
-            EventBody::SubturnEnd(SubturnEnd {
-                subturn_id, status, ..
-            }) => {
-                let label = self.labels.remove(subturn_id).unwrap_or_default();
-                self.note(&format!("sub-agent '{label}' ended {}", status.as_str()));
-            }
-            EventBody::LlmRequest(_) => (self.streamed, self.shown) = (false, false),
-            EventBody::LlmDelta(LlmDelta { text, .. }) => {
-                (self.streamed, self.shown) = (true, true);
-                print!("{text}");
-                self.mid_line = !text.ends_with('\n');
-            }
-            EventBody::LlmResponse(LlmResponse { text, .. })
-                if !self.streamed && !text.is_empty() =>
-            {
-                self.shown = true;
-                println!("{text}");
-            }
-            EventBody::ToolCallBegin(ToolCallBegin {
-                tool, arguments, ..
-            }) => {
-                self.end_line();
-                println!("  ⚙ {tool} {}", clip(arguments, 200));
-            }
-            EventBody::ToolCallEnd(ToolCallEnd {
-                tool,
-                ok,
-                output,
-                duration_ms,
-                ..
-            }) => {
-                let mark = if *ok { "✓" } else { "✗" };
-                println!(
-                    "  {mark} {tool} ({duration_ms:.1} ms): {}",
-                    clip(output, 300)
-                );
-            }
-            EventBody::ToolCallSkipped(ToolCallSkipped { tool, reason, .. }) => {
-                println!("  - {tool} skipped: {reason}");
-            }
-            EventBody::SteeringInjected(SteeringInjected { content, .. }) => {
-                self.note(&format!("taken in: {}", clip(content, 200)));
-            }
-            EventBody::HookDecision(HookDecision {
-                hook,
-                point,
-                decision,
-                reason,
-                ..
-            }) => {
-                let why = reason
-                    .as_deref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default();
-                self.note(&format!(
-                    "hook '{hook}' ({point}): {}{why}",
-                    decision.as_str()
-                ));
-            }
-            EventBody::HookError(HookError {
-                hook, point, error, ..
-            }) => {
-                self.note(&format!(
-                    "hook '{hook}' ({point}) failed: {}",
-                    clip(error, 200)
-                ));
-            }
-            EventBody::LlmRetry(LlmRetry {
-                error,
-                next_model,
-                delay_ms,
-                discard_partial,
-                ..
-            }) => {
-                if *discard_partial && std::mem::take(&mut self.shown) {
-                    // A terminal cannot be trusted to erase what scrolled
-                    // or wrapped: the void text is marked instead.
-                    self.note(VOID);
-                }
-                self.note(&format!("{error}; trying {next_model} in {delay_ms} ms"));
-            }
-            EventBody::TurnEnd(TurnEnd { status, reason, .. }) => {
-                self.end_line();
-                if *status != TurnStatus::Completed {
-                    println!("[turn {}: {reason}]", status.as_str());
-                } else if reason == "interrupted" {
-                    println!("[turn ended early: interrupted]");
-                }
-            }
-            _ => {}
-        }
-        let _ = std::io::stdout().flush();
-    }
-}
-
-/// The first `max` characters of `text` on one line.
-fn clip(text: &str, max: usize) -> String {
-    crate::llm::http::snippet(&text.replace('\n', " ⏎ "), max)
 }

@@ -265,10 +265,19 @@ impl Chain {
                 }
             };
             let (last_error, too_long) = last_error;
-            tracing::warn!(
-                model = name,
-                "model candidate failed {attempt} times; cooling down: {last_error}"
-            );
+            if index + 1 < order.len() {
+                tracing::warn!(
+                    model = name,
+                    "model candidate failed {attempt} times; cooling down: {last_error}"
+                );
+            } else {
+                // The last candidate: its failure is the chain's, which the
+                // caller reports (a turn's end); a warning would say it twice.
+                tracing::info!(
+                    model = name,
+                    "model candidate failed {attempt} times; cooling down: {last_error}"
+                );
+            }
             if request.model.is_none() {
                 // Another model of the same provider (a SubTurn's) failing
                 // says little about the candidate's own.
