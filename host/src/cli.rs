@@ -8,6 +8,7 @@ mod config_cmd;
 mod init;
 mod new_plugin;
 mod plugins;
+mod progress;
 mod serve;
 mod turns;
 
@@ -202,9 +203,9 @@ impl Cli {
     }
 }
 
-/// The runtime as the binary uses it: cache under the home folder, cache
-/// misses compiled in a child process bounded by the configuration's load
-/// limits, the home (and the configuration file) out of every grant's
+/// The runtime as the binary uses it: cache under the home folder, bounded
+/// as configured, cache misses compiled in a child process bounded by the
+/// configuration's load limits and shown on stderr ([`progress`]), the home (and the configuration file) out of every grant's
 /// reach, and the configuration's defaults for every grants file.
 pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
     let compiler = match std::env::current_exe() {
@@ -222,6 +223,8 @@ pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
     }));
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
+        cache_max_bytes: config.plugins.cache_max_bytes,
+        progress: Some(progress::for_stderr()),
         compiler,
         load: config.plugins.load,
         secrets: Arc::new(secrets),

@@ -228,6 +228,9 @@ pub struct PluginSettings {
     pub dir: PathBuf,
     /// Bounds on loading a plugin file.
     pub load: LoadLimits,
+    /// The most the compile cache may hold; the least recently used
+    /// entries past it are removed.
+    pub cache_max_bytes: u64,
     /// Per-call limits of plugins whose grants file does not set them.
     pub limits: PluginLimits,
 }

@@ -134,9 +134,10 @@ pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         let mut protected = rt.protected().to_vec();
         protected.extend(file.parent().map(Protected::plugin_dir));
         let grants = Grants::for_plugin(&file, &protected, rt.secrets(), rt.plugin_defaults())?;
+        let file_name = file.file_name().unwrap_or_default().to_string_lossy();
         let (component, cache) = rt
             .cache()
-            .load(rt.engine(), &bytes)
+            .load(rt.engine(), &bytes, &file_name)
             .map_err(|e| format!("cannot be compiled: {}", error_chain(&e)))?;
         Ok::<_, String>((grants, component, cache))
     })

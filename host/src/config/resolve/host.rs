@@ -15,7 +15,7 @@ use crate::llm::{CallLimits, RetryPolicy};
 use crate::plugin::policy::fields::FieldError;
 use crate::plugin::policy::grants::{Limits as PluginLimits, resolve_limits};
 use crate::plugin::policy::hook_settings::{HookSettings, HookSettingsToml};
-use crate::plugin::sandbox::cache::LoadLimits;
+use crate::plugin::sandbox::cache::{CACHE_MAX, LoadLimits};
 use crate::scheduler::DEFAULT_MAX_PARALLEL;
 use crate::server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE};
 
@@ -247,6 +247,14 @@ pub(super) fn plugins(
             mib,
         ),
     };
+    let cache_max_bytes = r.pick(
+        &at("plugins", "cache_max_mib"),
+        None,
+        None,
+        t.cache_max_mib,
+        CACHE_MAX,
+        mib,
+    );
     let limits = match &t.limits {
         Some(l) => {
             let table = [Step::Key("plugins"), Step::Key("limits")];
@@ -263,7 +271,12 @@ pub(super) fn plugins(
         }
         None => PluginLimits::default(),
     };
-    PluginSettings { dir, load, limits }
+    PluginSettings {
+        dir,
+        load,
+        cache_max_bytes,
+        limits,
+    }
 }
 
 pub(super) fn hooks(r: &mut Resolver, t: Option<&HooksToml>) -> HookSettings {
