@@ -41,6 +41,8 @@
 //! - [`hook_call`]: one hook call in a fresh instance.
 //! - [`hook_view`]: what a hook is shown: its input cut to fit its budget.
 //! - [`watch`]: picking up files added, replaced or removed while running.
+//! - [`install`]: copying a plugin and its grants into a plugin directory,
+//!   atomically.
 
 pub mod bindings;
 pub mod call;
@@ -51,6 +53,7 @@ pub mod exports;
 pub mod hook_call;
 pub mod hook_view;
 pub mod host;
+pub mod install;
 pub mod loader;
 pub mod policy;
 pub mod runtime;

@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::bindings::WitVersion;
 use super::call::CallContext;
 use super::error::{ErrorKind, ToolError};
-use super::loader::{Plugin, PluginInfo, load, plugin_name};
+use super::loader::{Plugin, PluginInfo, load, load_with_grants, plugin_name};
 use super::policy::grants::Grants;
 use super::runtime::Runtime;
 use super::tools::Tool;
@@ -222,6 +222,15 @@ impl Plugins {
     /// Loads exactly one file, for `plugins check` and `plugins call FILE`.
     pub async fn load_file(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         load(runtime, path).await
+    }
+
+    /// Loads exactly one file with `grants` rather than its grants file's.
+    pub async fn load_file_with_grants(
+        runtime: &Runtime,
+        path: &Path,
+        grants: Grants,
+    ) -> Result<Plugin, String> {
+        load_with_grants(runtime, path, grants).await
     }
 
     pub fn dir(&self) -> &Path {
