@@ -4,6 +4,7 @@
 mod agent;
 mod approvals;
 mod chat;
+mod completions;
 mod config_cmd;
 mod init;
 mod new_plugin;
@@ -121,6 +122,14 @@ pub enum Command {
     /// Inspect, check and call plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
+    /// Print the completion script of SHELL: e.g. `wasmclaw completions
+    /// bash > ~/.local/share/bash-completion/completions/wasmclaw`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): e.g. `wasmclaw man | man -l -`.
+    Man,
     /// Compiles a component read from stdin into the cache format (used by
     /// the host itself, so compiler memory does not stay in the host).
     #[command(hide = true)]
@@ -184,6 +193,16 @@ impl Cli {
             Command::Approvals(cmd) => cmd.run(&home).await,
             Command::NewPlugin { lang, name, dir } => {
                 new_plugin::run(*lang, name, dir)?;
+                Ok(ExitCode::SUCCESS)
+            }
+            // Printed whole with `print!`, so a closed pipe ends the
+            // process quietly (see `exit_quietly_on_broken_pipe`).
+            Command::Completions { shell } => {
+                print!("{}", completions::completions(*shell));
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Man => {
+                print!("{}", completions::man()?);
                 Ok(ExitCode::SUCCESS)
             }
             Command::CompilePlugin {
@@ -252,10 +271,11 @@ pub fn exit_quietly_on_broken_pipe() {
     }));
 }
 
-/// Log to stderr; plugin output is at info under the `plugin` target.
+/// Log to stderr; plugin output is at info under the `plugin` target, and
+/// so are the plugins a watch loads, fails on or removes (`plugins`).
 pub fn init_tracing(verbose: u8) {
     let default = match verbose {
-        0 => "warn,plugin=info",
+        0 => "warn,plugin=info,plugins=info",
         1 => "info,plugin=info,wasmtime=warn,cranelift=warn",
         _ => "debug,wasmtime=info,cranelift=info",
     };

@@ -10,9 +10,9 @@ use clap::Subcommand;
 
 use crate::config::Config;
 use crate::home::Home;
+use crate::plugin::loader::Plugin;
 use crate::plugin::policy::grants::{DirMode, FailMode};
 use crate::plugin::units::{duration, size};
-use crate::plugin::loader::Plugin;
 use crate::plugin::{CallContext, PluginStatus, Plugins};
 
 #[derive(Subcommand, Debug)]

@@ -189,9 +189,24 @@ pub struct Plugins {
 
 impl Plugins {
     /// Loads every plugin in `dir`. A missing directory is an empty set.
+    /// Each file that fails is logged as a warning, each loaded at info.
     pub async fn load_dir(runtime: Runtime, dir: impl Into<PathBuf>) -> Arc<Plugins> {
         let plugins = Plugins::unscanned(runtime, dir);
-        plugins.rescan().await;
+        for change in plugins.rescan().await {
+            match change {
+                PluginChange::Loaded {
+                    name,
+                    tools,
+                    wit_version,
+                } => {
+                    tracing::info!(plugin = %name, tools = %tools.join(", "), %wit_version, "plugin loaded")
+                }
+                PluginChange::Failed { file, error, .. } => {
+                    tracing::warn!("plugin {} not loaded: {error}", file.display())
+                }
+                PluginChange::Unloaded { .. } => {}
+            }
+        }
         plugins
     }
 
@@ -275,7 +290,8 @@ impl Plugins {
         plugin.call(ctx, tool, arguments).await
     }
 
-    /// Brings the set up to date with the directory; returns what changed.
+    /// Brings the set up to date with the directory; returns what changed
+    /// (its callers log it: [`Plugins::load_dir`], [`Plugins::watch`]).
     pub async fn rescan(&self) -> Vec<PluginChange> {
         let mut files = self.files.lock().await;
         let before = self.catalog();
@@ -306,23 +322,6 @@ impl Plugins {
         let changes = diff(&before, &catalog);
         *self.current.write().unwrap() = catalog;
         self.scanned.send_replace(true);
-        for change in &changes {
-            match change {
-                PluginChange::Loaded {
-                    name,
-                    tools,
-                    wit_version,
-                } => {
-                    tracing::info!(plugin = %name, tools = %tools.join(", "), %wit_version, "plugin loaded")
-                }
-                PluginChange::Failed { file, error, .. } => {
-                    tracing::warn!("plugin {} not loaded: {error}", file.display())
-                }
-                PluginChange::Unloaded { name } => {
-                    tracing::info!(plugin = %name, "plugin unloaded")
-                }
-            }
-        }
         changes
     }
 }

@@ -244,7 +244,10 @@ mod tests {
         // Replaced without a grants file: the old one goes too.
         let done = install_plugin(plugins.path(), &w, None, true).unwrap();
         assert!(done.replaced && done.removed_grants);
-        assert_eq!(files(plugins.path()), vec![("calc.wasm".into(), b"two".to_vec())]);
+        assert_eq!(
+            files(plugins.path()),
+            vec![("calc.wasm".into(), b"two".to_vec())]
+        );
     }
 
     #[test]
@@ -258,7 +261,8 @@ mod tests {
         let missing = src.path().join("gone.toml");
         let err = install_plugin(plugins.path(), &w, Some(&missing), true).unwrap_err();
         assert!(
-            err.to_string().starts_with(&format!("cannot copy {}: ", missing.display())),
+            err.to_string()
+                .starts_with(&format!("cannot copy {}: ", missing.display())),
             "{err}"
         );
         assert_eq!(files(plugins.path()), before);
@@ -269,7 +273,10 @@ mod tests {
         let plugins = tempfile::tempdir().unwrap();
         for bad in ["calc.txt", ".calc.wasm", "calc"] {
             let err = install_plugin(plugins.path(), Path::new(bad), None, false).unwrap_err();
-            assert!(matches!(err, InstallError::NotAPluginName { .. }), "{bad}: {err}");
+            assert!(
+                matches!(err, InstallError::NotAPluginName { .. }),
+                "{bad}: {err}"
+            );
         }
         assert_eq!(files(plugins.path()), vec![]);
     }

@@ -48,7 +48,11 @@ pub async fn run(
     } else {
         "installed"
     };
-    println!("{verb} {} ({})", done.wasm.display(), super::offers(&plugin));
+    println!(
+        "{verb} {} ({})",
+        done.wasm.display(),
+        super::offers(&plugin)
+    );
     match (&done.grants, done.removed_grants) {
         (Some(path), _) => println!("grants: {}", path.display()),
         (None, true) => println!("grants: none (the old grants file was removed)"),
