@@ -170,6 +170,9 @@ impl Cli {
                 message,
             } => {
                 let config = load(Some(&agent.flags), None)?;
+                if *events {
+                    progress::hide();
+                }
                 agent::run(&home, &config, agent, *events, *approve, message).await
             }
             Command::Chat { agent, live } => {
@@ -243,7 +246,7 @@ pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
         cache_max_bytes: config.plugins.cache_max_bytes,
-        progress: Some(progress::for_stderr()),
+        progress: progress::for_stderr(),
         compiler,
         load: config.plugins.load,
         secrets: Arc::new(secrets),

@@ -3,6 +3,7 @@
 //! (`compiling calc.wasm ... done in 2.1 s`). A cache hit shows nothing.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,13 +11,26 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::plugin::sandbox::cache::{CompileProgress, CompileStep};
 
-/// The progress observer for this process's stderr.
-pub fn for_stderr() -> Arc<dyn CompileProgress> {
-    if std::io::stderr().is_terminal() {
+/// Whether stderr is free for progress: not while `run --events` writes
+/// its JSON lines there, which a reader parses line by line.
+static SHOWN: AtomicBool = AtomicBool::new(true);
+
+/// Keeps progress off stderr for the rest of the process.
+pub fn hide() {
+    SHOWN.store(false, Ordering::Relaxed);
+}
+
+/// The progress observer for this process's stderr, unless [`hide`]
+/// was called.
+pub fn for_stderr() -> Option<Arc<dyn CompileProgress>> {
+    if !SHOWN.load(Ordering::Relaxed) {
+        return None;
+    }
+    Some(if std::io::stderr().is_terminal() {
         Arc::new(Spinners)
     } else {
         Arc::new(Lines::default())
-    }
+    })
 }
 
 /// One `indicatif` spinner per compilation.
