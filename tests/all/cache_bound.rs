@@ -2,12 +2,11 @@
 //! compilation shown on stderr while a hit shows nothing.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use wasmclaw::plugin::sandbox::cache::{CacheOutcome, Compiler};
 use wasmclaw::plugin::{Plugins, Runtime, RuntimeConfig};
-use wasmclaw_tests::{PluginDir, wasmclaw_bin};
+use wasmclaw_tests::{PluginDir, run_wasmclaw};
 
 fn runtime(cache: &Path, max_bytes: u64) -> Runtime {
     Runtime::new(RuntimeConfig {
@@ -90,22 +89,14 @@ async fn an_entry_alone_over_the_bound_is_kept_once_written() {
     assert_eq!(load(&rt, &echo).await, CacheOutcome::Hit);
 }
 
-fn plugins_list(home: &Path) -> (String, String) {
-    let out = Command::new(wasmclaw_bin())
-        .env("WASMCLAW_HOME", home)
-        .env("RUST_LOG", "error")
-        .args(["plugins", "list"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    (
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+async fn plugins_list(home: &Path) -> (String, String) {
+    let (code, out, err) = run_wasmclaw(home, &[], &["plugins", "list"], "").await;
+    assert_eq!(code, 0, "{err}");
+    (out, err)
 }
 
-#[test]
-fn a_cold_cache_shows_one_line_per_compilation_on_stderr_and_a_warm_one_nothing() {
+#[tokio::test]
+async fn a_cold_cache_shows_one_line_per_compilation_on_stderr_and_a_warm_one_nothing() {
     let dir = PluginDir::new();
     let home = dir.scratch("home");
     std::fs::create_dir(home.join("plugins")).unwrap();
@@ -115,7 +106,7 @@ fn a_cold_cache_shows_one_line_per_compilation_on_stderr_and_a_warm_one_nothing(
     )
     .unwrap();
 
-    let (cold_out, cold_err) = plugins_list(&home);
+    let (cold_out, cold_err) = plugins_list(&home).await;
     let seconds = cold_err
         .strip_prefix("compiling echo.wasm ... done in ")
         .and_then(|rest| rest.strip_suffix(" s\n"))
@@ -127,7 +118,7 @@ fn a_cold_cache_shows_one_line_per_compilation_on_stderr_and_a_warm_one_nothing(
     );
     assert!(cold_out.starts_with("echo.wasm  ok  "), "{cold_out}");
 
-    let (warm_out, warm_err) = plugins_list(&home);
+    let (warm_out, warm_err) = plugins_list(&home).await;
     assert_eq!(warm_err, "");
     assert_eq!(warm_out, cold_out);
 }

@@ -6,20 +6,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use wasmclaw_tests::{PluginDir, guest, wasmclaw_bin};
+use wasmclaw_tests::{PluginDir, guest, run_wasmclaw};
 
-fn wasmclaw(home: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(wasmclaw_bin())
-        .env("WASMCLAW_HOME", home)
-        .env("RUST_LOG", "error")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+async fn wasmclaw(home: &Path, args: &[&str]) -> (i32, String, String) {
+    run_wasmclaw(home, &[], args, "").await
 }
 
 /// Every file of `dir` (none if it is missing), with its bytes.
@@ -45,6 +35,20 @@ fn s(p: &Path) -> &str {
 }
 
 const GRANTS: &str = "[limits]\nmemory_mib = 32\n";
+
+/// The home, its plugin directory (not there yet) and a source folder.
+fn folders(dir: &PluginDir) -> (PathBuf, PathBuf, PathBuf) {
+    let home = dir.scratch("home");
+    let plugins = home.join("plugins");
+    (home, plugins, dir.scratch("src"))
+}
+
+/// `plugins install echo.wasm SRC/g.toml`, the grants being [`GRANTS`].
+async fn install_echo_with_grants(home: &Path, src: &Path) -> (i32, String, String) {
+    let grants = src.join("g.toml");
+    std::fs::write(&grants, GRANTS).unwrap();
+    wasmclaw(home, &["plugins", "install", s(&guest("echo")), s(&grants)]).await
+}
 
 #[test]
 fn make_install_puts_a_binary_that_runs_from_anywhere() {
@@ -94,19 +98,11 @@ fn make_install_puts_a_binary_that_runs_from_anywhere() {
     );
 }
 
-#[test]
-fn install_copies_a_good_plugin_and_its_grants_and_list_shows_it() {
+#[tokio::test]
+async fn install_copies_a_good_plugin_and_its_grants_and_list_shows_it() {
     let dir = PluginDir::new();
-    let home = dir.scratch("home");
-    let plugins = home.join("plugins");
-    let src = dir.scratch("src");
-    let grants = src.join("echo-grants.toml");
-    std::fs::write(&grants, GRANTS).unwrap();
-
-    let (code, out, err) = wasmclaw(
-        &home,
-        &["plugins", "install", s(&guest("echo")), s(&grants)],
-    );
+    let (home, plugins, src) = folders(&dir);
+    let (code, out, err) = install_echo_with_grants(&home, &src).await;
     assert_eq!((code, err.lines().count()), (0, 1), "{err}");
     assert_eq!(
         out,
@@ -127,7 +123,7 @@ fn install_copies_a_good_plugin_and_its_grants_and_list_shows_it() {
         ]
     );
 
-    let (code, out, _) = wasmclaw(&home, &["plugins", "list", "--json"]);
+    let (code, out, _) = wasmclaw(&home, &["plugins", "list", "--json"]).await;
     assert_eq!(code, 0);
     let list: Value = serde_json::from_str(&out).unwrap();
     let list = list.as_array().unwrap();
@@ -137,16 +133,14 @@ fn install_copies_a_good_plugin_and_its_grants_and_list_shows_it() {
     assert_eq!(list[0]["grants"]["limits"]["memory_bytes"], 32 << 20);
 }
 
-#[test]
-fn a_bad_plugin_or_grants_file_is_refused_with_the_reason_and_nothing_is_copied() {
+#[tokio::test]
+async fn a_bad_plugin_or_grants_file_is_refused_with_the_reason_and_nothing_is_copied() {
     let dir = PluginDir::new();
-    let home = dir.scratch("home");
-    let plugins = home.join("plugins");
-    let src = dir.scratch("src");
+    let (home, plugins, src) = folders(&dir);
 
     let junk = src.join("junk.wasm");
     std::fs::write(&junk, "not wasm").unwrap();
-    let (code, out, err) = wasmclaw(&home, &["plugins", "install", s(&junk)]);
+    let (code, out, err) = wasmclaw(&home, &["plugins", "install", s(&junk)]).await;
     assert_eq!((code, out.as_str()), (1, ""));
     assert_eq!(
         err,
@@ -159,7 +153,7 @@ fn a_bad_plugin_or_grants_file_is_refused_with_the_reason_and_nothing_is_copied(
 
     let bad = src.join("bad.toml");
     std::fs::write(&bad, "[limits]\nmemory_mb = 32\n").unwrap();
-    let (code, _, err) = wasmclaw(&home, &["plugins", "install", s(&guest("echo")), s(&bad)]);
+    let (code, _, err) = wasmclaw(&home, &["plugins", "install", s(&guest("echo")), s(&bad)]).await;
     assert_eq!(code, 1);
     assert!(
         err.starts_with(&format!("{}: unknown field `memory_mb`", bad.display())),
@@ -171,7 +165,7 @@ fn a_bad_plugin_or_grants_file_is_refused_with_the_reason_and_nothing_is_copied(
     let hooks = src.join("hooktest.wasm");
     std::fs::copy(guest("hooktest"), &hooks).unwrap();
     std::fs::write(src.join("hooktest.toml"), "env = [\"WASMCLAW_HOME\"]\n").unwrap();
-    let (code, _, err) = wasmclaw(&home, &["plugins", "install", s(&hooks)]);
+    let (code, _, err) = wasmclaw(&home, &["plugins", "install", s(&hooks)]).await;
     assert_eq!(code, 1);
     assert!(
         err.starts_with(&format!("{}: env: ", src.join("hooktest.toml").display())),
@@ -180,25 +174,18 @@ fn a_bad_plugin_or_grants_file_is_refused_with_the_reason_and_nothing_is_copied(
     assert_eq!(files(&plugins), vec![]);
 }
 
-#[test]
-fn an_installed_plugin_is_replaced_only_with_force() {
+#[tokio::test]
+async fn an_installed_plugin_is_replaced_only_with_force() {
     let dir = PluginDir::new();
-    let home = dir.scratch("home");
-    let plugins = home.join("plugins");
-    let src = dir.scratch("src");
-    let grants = src.join("g.toml");
-    std::fs::write(&grants, GRANTS).unwrap();
-    let (code, _, err) = wasmclaw(
-        &home,
-        &["plugins", "install", s(&guest("echo")), s(&grants)],
-    );
+    let (home, plugins, src) = folders(&dir);
+    let (code, _, err) = install_echo_with_grants(&home, &src).await;
     assert_eq!(code, 0, "{err}");
     let before = files(&plugins);
 
     // Another component under the same name.
     let other: PathBuf = src.join("echo.wasm");
     std::fs::copy(guest("calculator"), &other).unwrap();
-    let (code, out, err) = wasmclaw(&home, &["plugins", "install", s(&other)]);
+    let (code, out, err) = wasmclaw(&home, &["plugins", "install", s(&other)]).await;
     assert_eq!((code, out.as_str()), (1, ""));
     assert_eq!(
         err,
@@ -209,7 +196,7 @@ fn an_installed_plugin_is_replaced_only_with_force() {
     );
     assert_eq!(files(&plugins), before);
 
-    let (code, out, err) = wasmclaw(&home, &["plugins", "install", "--force", s(&other)]);
+    let (code, out, err) = wasmclaw(&home, &["plugins", "install", "--force", s(&other)]).await;
     assert_eq!(code, 0, "{err}");
     assert!(
         out.starts_with(&format!(
@@ -231,11 +218,11 @@ fn an_installed_plugin_is_replaced_only_with_force() {
     );
 }
 
-#[test]
-fn completions_name_the_subcommands_and_man_is_roff() {
+#[tokio::test]
+async fn completions_name_the_subcommands_and_man_is_roff() {
     let dir = PluginDir::new();
     let home = dir.scratch("home");
-    let (code, out, err) = wasmclaw(&home, &["completions", "bash"]);
+    let (code, out, err) = wasmclaw(&home, &["completions", "bash"]).await;
     assert_eq!((code, err.as_str()), (0, ""));
     assert!(out.starts_with("_wasmclaw() {\n"), "{out}");
     for sub in [
@@ -251,7 +238,7 @@ fn completions_name_the_subcommands_and_man_is_roff() {
         assert!(out.contains(&case), "{sub} is not in the script");
     }
 
-    let (code, out, err) = wasmclaw(&home, &["man"]);
+    let (code, out, err) = wasmclaw(&home, &["man"]).await;
     assert_eq!((code, err.as_str()), (0, ""));
     assert!(out.contains("\n.TH wasmclaw 1 "), "{out}");
     assert!(out.contains("\n.SH NAME\nwasmclaw \\- "), "{out}");
