@@ -119,7 +119,7 @@ pub enum Command {
     /// Check the configuration, or show every value and where it came from.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
-    /// Inspect, check and call plugins.
+    /// Inspect, check, install and call plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
     /// Print the completion script of SHELL: e.g. `wasmclaw completions
