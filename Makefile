@@ -6,7 +6,7 @@ GUESTS := --release --target wasm32-wasip2 --target-dir target/guests
 # Each step says what it does before it starts and how long it took.
 STEP := bash scripts/step.sh
 
-.PHONY: setup pyenv plugins lang-plugins demo test lint bench
+.PHONY: setup pyenv plugins lang-plugins demo test lint bench install
 
 # The guest target; rustup does not add it on its own.
 setup:
@@ -40,6 +40,21 @@ lang-plugins: setup
 
 demo: setup lang-plugins
 	@$(STEP) "the demo" bash scripts/demo.sh
+
+# `wasmclaw` on the PATH: built with the cargo profile PROFILE (default
+# `release`: optimised and stripped; `dev` installs the debug build,
+# `profiling` one with symbols) and copied to PREFIX/bin, default
+# ~/.cargo/bin, where rustup puts cargo (so it is on the PATH already).
+# Same as `cargo install --path host --locked` for the release profile.
+PROFILE ?= release
+PREFIX ?= $(HOME)/.cargo
+PROFILE_DIR = $(if $(filter dev test,$(PROFILE)),debug,$(if $(filter bench,$(PROFILE)),release,$(PROFILE)))
+
+install:
+	cargo build --locked --profile $(PROFILE) -p wasmclaw
+	install -D -m 755 target/$(PROFILE_DIR)/wasmclaw $(PREFIX)/bin/wasmclaw
+	@echo "installed $(PREFIX)/bin/wasmclaw ($(PROFILE) profile)"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "note: $(PREFIX)/bin is not on PATH";; esac
 
 # Formatting, the host and test plugins, every test, then lints (the
 # OpenAI SDK and the plugins in other languages first, for the tests that

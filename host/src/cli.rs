@@ -4,11 +4,13 @@
 mod agent;
 mod approvals;
 mod chat;
+mod completions;
 mod config_cmd;
 mod init;
 mod new_plugin;
 mod plugins;
 mod plugins_dev;
+mod progress;
 mod run;
 mod serve;
 mod term;
@@ -110,9 +112,17 @@ pub enum Command {
     /// Check the configuration, or show every value and where it came from.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
-    /// Inspect, check and call plugins.
+    /// Inspect, check, install and call plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
+    /// Print the completion script of SHELL: e.g. `wasmclaw completions
+    /// bash > ~/.local/share/bash-completion/completions/wasmclaw`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): e.g. `wasmclaw man | man -l -`.
+    Man,
     /// Compiles a component read from stdin into the cache format (used by
     /// the host itself, so compiler memory does not stay in the host).
     #[command(hide = true)]
@@ -179,6 +189,16 @@ impl Cli {
                 new_plugin::run(*lang, *kind, name, dir)?;
                 Ok(ExitCode::SUCCESS)
             }
+            // Printed whole with `print!`, so a closed pipe ends the
+            // process quietly (see `exit_quietly_on_broken_pipe`).
+            Command::Completions { shell } => {
+                print!("{}", completions::completions(*shell));
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Man => {
+                print!("{}", completions::man()?);
+                Ok(ExitCode::SUCCESS)
+            }
             Command::CompilePlugin {
                 out,
                 memory_bytes,
@@ -196,9 +216,9 @@ impl Cli {
     }
 }
 
-/// The runtime as the binary uses it: cache under the home folder, cache
-/// misses compiled in a child process bounded by the configuration's load
-/// limits, the home (and the configuration file) out of every grant's
+/// The runtime as the binary uses it: cache under the home folder, bounded
+/// as configured, cache misses compiled in a child process bounded by the
+/// configuration's load limits and shown on stderr ([`progress`]), the home (and the configuration file) out of every grant's
 /// reach, and the configuration's defaults for every grants file.
 pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
     let compiler = match std::env::current_exe() {
@@ -216,6 +236,8 @@ pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
     }));
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
+        cache_max_bytes: config.plugins.cache_max_bytes,
+        progress: progress::for_stderr(),
         compiler,
         load: config.plugins.load,
         max_instances: config.plugins.max_instances,
@@ -245,10 +267,11 @@ pub fn exit_quietly_on_broken_pipe() {
 }
 
 /// Log to stderr, in colour only on a terminal without `NO_COLOR`; plugin
-/// output is at info under the `plugin` target.
+/// output is at info under the `plugin` target, and so are the plugins a
+/// watch loads, fails on or removes (`plugins`).
 pub fn init_tracing(verbose: u8) {
     let default = match verbose {
-        0 => "warn,plugin=info",
+        0 => "warn,plugin=info,plugins=info",
         1 => "info,plugin=info,wasmtime=warn,cranelift=warn",
         _ => "debug,wasmtime=info,cranelift=info",
     };

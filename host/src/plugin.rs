@@ -41,7 +41,7 @@
 //! - [`hook_call`]: one hook call in a fresh instance.
 //! - [`hook_view`]: what a hook is shown: its input cut to fit its budget.
 //! - [`watch`]: picking up files added, replaced or removed while running.
-//! - [`install`]: putting a plugin and its grants into the directory
+//! - [`install`]: copying a plugin and its grants into a plugin directory,
 //!   atomically.
 
 pub mod bindings;

@@ -60,7 +60,7 @@ fn a_component_that_does_not_compile_is_reported_by_the_compiler_process() {
     assert_eq!(
         err,
         format!(
-            "{}: cannot be compiled: failed to parse WebAssembly module: unexpected end-of-file (at offset 0xa)\n",
+            "compiling bad.wasm ... failed\n{}: cannot be compiled: failed to parse WebAssembly module: unexpected end-of-file (at offset 0xa)\n",
             bad.display()
         )
     );
@@ -176,12 +176,17 @@ fn list_json_shows_every_file_and_the_cache_is_keyed_by_content() {
             .any(|f| f.starts_with(&format!("{digest}-")) && f.ends_with(".cwasm")),
         "{cached:?}"
     );
-    // A second run loads from the cache (the entries are not rewritten) and agrees.
-    let stamps = || -> Vec<std::time::SystemTime> {
-        std::fs::read_dir(home.join("cache"))
+    // A second run loads from the cache (the entries are not rewritten:
+    // a write renames a new file into place) and agrees.
+    let stamps = || -> Vec<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let mut all: Vec<_> = std::fs::read_dir(home.join("cache"))
             .unwrap()
-            .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())
-            .collect()
+            .map(|e| e.unwrap().metadata().unwrap())
+            .map(|m| (m.ino(), m.len()))
+            .collect();
+        all.sort();
+        all
     };
     let before = stamps();
     std::thread::sleep(std::time::Duration::from_millis(20));

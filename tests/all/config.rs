@@ -9,7 +9,7 @@ use wasmclaw::llm::ProviderConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent, anthropic, openai};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
-use wasmclaw_tests::{PluginDir, run_wasmclaw};
+use wasmclaw_tests::{PluginDir, run_wasmclaw, split_progress};
 
 async fn wasmclaw(home: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
     run_wasmclaw(home, env, args, "").await
@@ -353,7 +353,13 @@ async fn the_plugin_defaults_of_the_file_reach_plugins_without_a_grants_file() {
     )
     .unwrap();
     let (code, out, err) = wasmclaw(&home, &[], &["plugins", "list"]).await;
-    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(
+        (code, split_progress(&err)),
+        (
+            0,
+            (vec!["echo.wasm".into(), "time.wasm".into()], String::new())
+        )
+    );
     let line = |name: &str| {
         out.lines()
             .find(|l| l.starts_with(&format!("{name}.wasm ")))

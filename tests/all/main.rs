@@ -4,6 +4,7 @@
 
 mod agent_cli;
 mod approvals;
+mod cache_bound;
 mod chat_control;
 mod chat_terminal;
 mod cli;
@@ -20,6 +21,7 @@ mod hook_budgets;
 mod hook_examples;
 mod hooks;
 mod host_memory;
+mod install;
 mod isolation;
 mod languages;
 mod llm_faults;

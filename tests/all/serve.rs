@@ -963,3 +963,45 @@ async fn listen_takes_a_host_name_or_a_bare_port() {
         assert_eq!(health.status(), StatusCode::OK, "{listen}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_logs_each_plugin_loaded_failed_and_removed_at_the_default_level() {
+    let fake = fake_model(add_then_answer).await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let home = dir.scratch("home");
+    let mut child = tokio::process::Command::new(wasmclaw_bin())
+        .env("WASMCLAW_HOME", &home)
+        .env("WASMCLAW_API_TOKEN", "t")
+        .env_remove("RUST_LOG")
+        .args(["--plugins", dir.path().to_str().unwrap(), "serve"])
+        .args(["--listen", "127.0.0.1:0", "--model", "openai:m"])
+        .args(["--base-url", &fake.openai_base_url()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut wait_for = async |text: &str| {
+        tokio::time::timeout(LIMIT, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains(text) {
+                    return;
+                }
+            }
+            panic!("stderr ended before {text:?}");
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {text:?} on stderr"))
+    };
+    wait_for("plugin echo loaded (0.2.0; tools: echo, context, add, fail, log, count)").await;
+    let junk = dir.write("junk.wasm", b"junk");
+    wait_for(&format!(
+        "plugin {} not loaded: not a WebAssembly file",
+        junk.display()
+    ))
+    .await;
+    std::fs::remove_file(dir.path().join("echo.wasm")).unwrap();
+    wait_for("plugin echo removed").await;
+}

@@ -192,6 +192,24 @@ pub async fn eventually_async(timeout: Duration, mut check: impl AsyncFnMut() ->
     check().await
 }
 
+/// A command's stderr split into the plugin files it compiled (each a
+/// progress line `compiling NAME ... done in T s`, in order) and the rest.
+pub fn split_progress(stderr: &str) -> (Vec<String>, String) {
+    let mut compiled = Vec::new();
+    let mut rest = String::new();
+    for line in stderr.split_inclusive('\n') {
+        let name = line
+            .strip_prefix("compiling ")
+            .and_then(|l| l.split_once(" ... done in "))
+            .filter(|(_, took)| took.ends_with(" s\n"));
+        match name {
+            Some((name, _)) => compiled.push(name.to_string()),
+            None => rest.push_str(line),
+        }
+    }
+    (compiled, rest)
+}
+
 /// The `wasmclaw` binary of this build (`cargo build -p wasmclaw` first; the
 /// README's test command does).
 pub fn wasmclaw_bin() -> PathBuf {

@@ -1,4 +1,6 @@
-//! `wasmclaw plugins list|check|call|adapter|dev`.
+//! `wasmclaw plugins list|check|install|call|adapter|dev`.
+
+mod install;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,6 +10,7 @@ use clap::Subcommand;
 
 use crate::config::Config;
 use crate::home::Home;
+use crate::plugin::loader::Plugin;
 use crate::plugin::policy::grants::{DirMode, FailMode};
 use crate::plugin::units::{duration, size};
 use crate::plugin::{CallContext, PluginStatus, Plugins};
@@ -21,6 +24,20 @@ pub enum PluginsCommand {
     },
     /// Exit 0 if FILE would load; otherwise print the reason and exit 1.
     Check { file: PathBuf },
+    /// Check FILE as `check` does, with its grants, then copy it (and its
+    /// grants, as NAME.toml) into the plugin directory, atomically: a
+    /// running `serve` picks it up whole.
+    Install {
+        /// The component, NAME.wasm.
+        file: PathBuf,
+        /// Its grants file; default: NAME.toml beside FILE, if there is
+        /// one; none is no capabilities.
+        grants: Option<PathBuf>,
+        /// Replace a plugin of that name (an old grants file is removed
+        /// when the new plugin has none).
+        #[arg(long)]
+        force: bool,
+    },
     /// Run one tool call in a fresh instance and print the result.
     Call {
         #[arg(long)]
@@ -78,23 +95,7 @@ impl PluginsCommand {
             }
             PluginsCommand::Check { file } => match Plugins::load_file(&runtime, file).await {
                 Ok(plugin) => {
-                    let tools: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
-                    let hooks: Vec<String> =
-                        plugin.subscriptions.iter().map(|s| s.to_string()).collect();
-                    let mut offers = Vec::new();
-                    if !tools.is_empty() {
-                        offers.push(format!("tools: {}", tools.join(", ")));
-                    }
-                    if !hooks.is_empty() {
-                        offers.push(format!("hooks: {}", hooks.join(", ")));
-                    }
-                    println!(
-                        "{}: ok ({}@{}; {})",
-                        file.display(),
-                        plugin.world,
-                        plugin.wit_version,
-                        offers.join("; ")
-                    );
+                    println!("{}: ok ({})", file.display(), offers(&plugin));
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(reason) => {
@@ -102,6 +103,11 @@ impl PluginsCommand {
                     Ok(ExitCode::FAILURE)
                 }
             },
+            PluginsCommand::Install {
+                file,
+                grants,
+                force,
+            } => install::run(&runtime, dir, file, grants.as_deref(), *force).await,
             PluginsCommand::Call { json, tool, args } => {
                 let plugins = Plugins::load_dir(runtime, dir).await;
                 let ctx = CallContext {
@@ -146,6 +152,20 @@ pub fn write_adapter(file: &Path) -> Result<()> {
             .with_context(|| format!("creating {}", parent.display()))?;
     }
     std::fs::write(file, REACTOR_ADAPTER).with_context(|| format!("writing {}", file.display()))
+}
+
+/// `tool-plugin@0.2.0; tools: a, b; hooks: ...`.
+fn offers(plugin: &Plugin) -> String {
+    let tools: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
+    let hooks: Vec<String> = plugin.subscriptions.iter().map(|s| s.to_string()).collect();
+    let mut offers = vec![format!("{}@{}", plugin.world, plugin.wit_version)];
+    if !tools.is_empty() {
+        offers.push(format!("tools: {}", tools.join(", ")));
+    }
+    if !hooks.is_empty() {
+        offers.push(format!("hooks: {}", hooks.join(", ")));
+    }
+    offers.join("; ")
 }
 
 fn print_status(status: &PluginStatus) {

@@ -200,7 +200,8 @@ fn host_entries(out: &mut Vec<Entry>, c: &Config) {
         .put("max_plugin_mib", int(p.load.max_file_bytes >> 20))
         .secs("compile_timeout_secs", p.load.compile_timeout)
         .put("compile_memory_mib", int(p.load.compile_memory_bytes >> 20))
-        .put("max_instances", int(p.max_instances));
+        .put("max_instances", int(p.max_instances))
+        .put("cache_max_mib", int(p.cache_max_bytes >> 20));
     let pl = &p.limits;
     open(out, "plugins.limits".into())
         .put("memory_mib", int(pl.memory_bytes >> 20))

@@ -224,6 +224,7 @@ pub struct PluginsToml {
     pub compile_timeout_secs: Option<f64>,
     pub compile_memory_mib: Option<u64>,
     pub max_instances: Option<u64>,
+    pub cache_max_mib: Option<u64>,
     /// As a grants file's `[limits]`.
     pub limits: Option<PluginLimitsToml>,
 }

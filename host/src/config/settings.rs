@@ -230,6 +230,9 @@ pub struct PluginSettings {
     pub load: LoadLimits,
     /// Plugin instances alive at once (all sessions, tools and hooks).
     pub max_instances: u32,
+    /// The most the compile cache may hold; the least recently used
+    /// entries past it are removed.
+    pub cache_max_bytes: u64,
     /// Per-call limits of plugins whose grants file does not set them.
     pub limits: PluginLimits,
 }

@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::bindings::WitVersion;
 use super::call::CallContext;
 use super::error::{ErrorKind, ToolError};
-use super::loader::{Plugin, PluginInfo, load, plugin_name};
+use super::loader::{Plugin, PluginInfo, load, load_with_grants, plugin_name};
 use super::policy::grants::Grants;
 use super::runtime::Runtime;
 use super::tools::Tool;
@@ -189,9 +189,24 @@ pub struct Plugins {
 
 impl Plugins {
     /// Loads every plugin in `dir`. A missing directory is an empty set.
+    /// Each file that fails is logged as a warning, each loaded at info.
     pub async fn load_dir(runtime: Runtime, dir: impl Into<PathBuf>) -> Arc<Plugins> {
         let plugins = Plugins::unscanned(runtime, dir);
-        plugins.rescan().await;
+        for change in plugins.rescan().await {
+            match change {
+                PluginChange::Loaded {
+                    name,
+                    tools,
+                    wit_version,
+                } => {
+                    tracing::info!(plugin = %name, tools = %tools.join(", "), %wit_version, "plugin loaded")
+                }
+                PluginChange::Failed { file, error, .. } => {
+                    tracing::warn!("plugin {} not loaded: {error}", file.display())
+                }
+                PluginChange::Unloaded { .. } => {}
+            }
+        }
         plugins
     }
 
@@ -222,6 +237,15 @@ impl Plugins {
     /// Loads exactly one file, for `plugins check` and `plugins call FILE`.
     pub async fn load_file(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
         load(runtime, path).await
+    }
+
+    /// Loads exactly one file with `grants` rather than its grants file's.
+    pub async fn load_file_with_grants(
+        runtime: &Runtime,
+        path: &Path,
+        grants: Grants,
+    ) -> Result<Plugin, String> {
+        load_with_grants(runtime, path, grants).await
     }
 
     pub fn dir(&self) -> &Path {
@@ -266,7 +290,8 @@ impl Plugins {
         plugin.call(ctx, tool, arguments).await
     }
 
-    /// Brings the set up to date with the directory; returns what changed.
+    /// Brings the set up to date with the directory; returns what changed
+    /// (its callers log it: [`Plugins::load_dir`], [`Plugins::watch`]).
     pub async fn rescan(&self) -> Vec<PluginChange> {
         let mut files = self.files.lock().await;
         let before = self.catalog();
@@ -297,23 +322,6 @@ impl Plugins {
         let changes = diff(&before, &catalog);
         *self.current.write().unwrap() = catalog;
         self.scanned.send_replace(true);
-        for change in &changes {
-            match change {
-                PluginChange::Loaded {
-                    name,
-                    tools,
-                    wit_version,
-                } => {
-                    tracing::info!(plugin = %name, tools = %tools.join(", "), %wit_version, "plugin loaded")
-                }
-                PluginChange::Failed { file, error, .. } => {
-                    tracing::warn!("plugin {} not loaded: {error}", file.display())
-                }
-                PluginChange::Unloaded { name } => {
-                    tracing::info!(plugin = %name, "plugin unloaded")
-                }
-            }
-        }
         changes
     }
 }

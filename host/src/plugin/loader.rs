@@ -125,18 +125,43 @@ fn check_file_type(path: &Path) -> Result<(), String> {
 /// Loads `path`; the error is the reason, without the file name (the caller
 /// reports both).
 pub async fn load(runtime: &Runtime, path: &Path) -> Result<Plugin, String> {
+    load_granted(runtime, path, None).await
+}
+
+/// Loads `path` with `grants` instead of its grants file's (`plugins
+/// install` checks a plugin with the grants it is to have in the plugin
+/// directory).
+pub async fn load_with_grants(
+    runtime: &Runtime,
+    path: &Path,
+    grants: Grants,
+) -> Result<Plugin, String> {
+    load_granted(runtime, path, Some(grants)).await
+}
+
+async fn load_granted(
+    runtime: &Runtime,
+    path: &Path,
+    given: Option<Grants>,
+) -> Result<Plugin, String> {
     let name: Arc<str> = plugin_name(path).into();
     // Reading, the grants file and compiling block: off the async runtime.
     let (rt, file) = (runtime.clone(), path.to_path_buf());
     let (grants, component, cache) = tokio::task::spawn_blocking(move || {
         check_file_type(&file)?;
         let bytes = read_component(&file, rt.cache().limits().max_file_bytes)?;
-        let mut protected = rt.protected().to_vec();
-        protected.extend(file.parent().map(Protected::plugin_dir));
-        let grants = Grants::for_plugin(&file, &protected, rt.secrets(), rt.plugin_defaults())?;
+        let grants = match given {
+            Some(grants) => grants,
+            None => {
+                let mut protected = rt.protected().to_vec();
+                protected.extend(file.parent().map(Protected::plugin_dir));
+                Grants::for_plugin(&file, &protected, rt.secrets(), rt.plugin_defaults())?
+            }
+        };
+        let file_name = file.file_name().unwrap_or_default().to_string_lossy();
         let (component, cache) = rt
             .cache()
-            .load(rt.engine(), &bytes)
+            .load(rt.engine(), &bytes, &file_name)
             .map_err(|e| format!("cannot be compiled: {}", error_chain(&e)))?;
         Ok::<_, String>((grants, component, cache))
     })

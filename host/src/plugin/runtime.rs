@@ -13,7 +13,7 @@ use super::host;
 use super::policy::grants::PluginDefaults;
 use super::policy::protected::Protected;
 use super::policy::secrets::Secrets;
-use super::sandbox::cache::{CompileCache, Compiler, LoadLimits};
+use super::sandbox::cache::{CACHE_MAX, CompileCache, CompileProgress, Compiler, LoadLimits};
 use super::sandbox::descriptors::DescriptorBudget;
 use super::sandbox::engine::{self, EpochTicker, Epochs};
 use super::sandbox::state::PluginState;
@@ -25,6 +25,11 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<std::path::PathBuf>,
     /// How cache misses are compiled.
     pub compiler: Compiler,
+    /// The most the cache's entries may hold together; past it the least
+    /// recently used are removed (at start and after each one written).
+    pub cache_max_bytes: u64,
+    /// Told of each compilation, for a front end to show.
+    pub progress: Option<Arc<dyn CompileProgress>>,
     /// Largest plugin file, and the bounds of a compiler child.
     pub load: LoadLimits,
     /// Plugin instances alive at once (all sessions, tools and hooks).
@@ -47,6 +52,8 @@ impl Default for RuntimeConfig {
         Self {
             cache_dir: None,
             compiler: Compiler::InProcess,
+            cache_max_bytes: CACHE_MAX,
+            progress: None,
             load: LoadLimits::default(),
             max_instances: 1000,
             protected: Vec::new(),
@@ -76,6 +83,7 @@ struct Inner {
 }
 
 impl Runtime {
+    /// The runtime of `config`; the cache folder is pruned to its bound.
     pub fn new(config: RuntimeConfig) -> Result<Self> {
         let engine = engine::new_engine(config.max_instances)?;
         let linker = host::linker(&engine)?;
@@ -88,7 +96,10 @@ impl Runtime {
                 "the host runs the code it holds without checking it again",
             )
         }));
-        let cache = CompileCache::new(config.cache_dir, config.compiler, config.load);
+        let cache = CompileCache::new(config.cache_dir, config.compiler, config.load)
+            .with_max_bytes(config.cache_max_bytes)
+            .with_progress(config.progress);
+        cache.prune();
         Ok(Self {
             inner: Arc::new(Inner {
                 ticker: EpochTicker::start(engine.clone()),

@@ -7,7 +7,8 @@
 //! the host implementations ([`super::host`]) act on the store it makes.
 //!
 //! - [`engine`]: the one wasmtime engine (pooling allocator, epoch ticker).
-//! - [`cache`]: compiled code on disk, keyed by content and engine hashes.
+//! - [`cache`]: compiled code on disk, keyed by content and engine hashes,
+//!   bounded and pruned least recently used; misses compiled in a child.
 //! - [`state`]: one call's store, [`state::PluginState`], and its builder.
 //! - [`deadline`]: when a call is stopped; its clock stops while the guest
 //!   waits for a sub-agent.

@@ -2,6 +2,10 @@
 //!
 //! File events are debounced: a rescan runs once the directory has been quiet
 //! for [`DEBOUNCE`], so a file still being copied is loaded once, whole.
+//!
+//! Every change is logged under the target [`LOG_TARGET`], which the
+//! command line shows at its default level: a running `serve` says which
+//! plugin it loaded, which failed and why, and which it removed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +15,9 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use super::catalog::{PluginChange, Plugins};
+
+/// The log target of the changes a watch picks up.
+pub const LOG_TARGET: &str = "plugins";
 
 /// How long the directory must be quiet before a rescan.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
@@ -29,7 +36,7 @@ impl Drop for WatchHandle {
 
 impl Plugins {
     /// Starts watching the plugin directory. Each rescan's changes are sent
-    /// to `changes` (if given) as well as logged.
+    /// to `changes` (if given) as well as logged ([`LOG_TARGET`]).
     pub fn watch(
         self: &Arc<Self>,
         changes: Option<mpsc::UnboundedSender<Vec<PluginChange>>>,
@@ -57,6 +64,7 @@ impl Plugins {
             loop {
                 while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
                 let changed = plugins.rescan().await;
+                changed.iter().for_each(log_change);
                 if let Some(out) = &changes
                     && !changed.is_empty()
                 {
@@ -71,5 +79,27 @@ impl Plugins {
             _watcher: watcher,
             task,
         })
+    }
+}
+
+fn log_change(change: &PluginChange) {
+    match change {
+        PluginChange::Loaded {
+            name,
+            tools,
+            wit_version,
+        } => tracing::info!(
+            target: LOG_TARGET,
+            "plugin {name} loaded ({wit_version}; tools: {})",
+            if tools.is_empty() { "none".to_string() } else { tools.join(", ") }
+        ),
+        PluginChange::Failed { file, error, .. } => tracing::warn!(
+            target: LOG_TARGET,
+            "plugin {} not loaded: {error}",
+            file.display()
+        ),
+        PluginChange::Unloaded { name } => {
+            tracing::info!(target: LOG_TARGET, "plugin {name} removed")
+        }
     }
 }

@@ -15,7 +15,7 @@ use crate::llm::{CallLimits, RetryPolicy};
 use crate::plugin::policy::fields::FieldError;
 use crate::plugin::policy::grants::{Limits as PluginLimits, resolve_limits};
 use crate::plugin::policy::hook_settings::{HookSettings, HookSettingsToml};
-use crate::plugin::sandbox::cache::LoadLimits;
+use crate::plugin::sandbox::cache::{CACHE_MAX, LoadLimits};
 use crate::scheduler::DEFAULT_MAX_PARALLEL;
 
 /// Plugin instances `serve` allows at once by default: many sessions.
@@ -281,6 +281,14 @@ pub(super) fn plugins(
         },
         |v| range(1, 100_000)(v).map(|v| v as u32),
     );
+    let cache_max_bytes = r.pick(
+        &at("plugins", "cache_max_mib"),
+        None,
+        None,
+        t.cache_max_mib,
+        CACHE_MAX,
+        mib,
+    );
     let limits = match &t.limits {
         Some(l) => {
             let table = [Step::Key("plugins"), Step::Key("limits")];
@@ -301,6 +309,7 @@ pub(super) fn plugins(
         dir,
         load,
         max_instances,
+        cache_max_bytes,
         limits,
     }
 }

@@ -117,6 +117,7 @@ dir = "my-plugins"
 max_plugin_mib = 16
 compile_timeout_secs = 9
 compile_memory_mib = 512
+cache_max_mib = 64
 [plugins.limits]
 memory_mib = 32
 timeout_ms = 1500
@@ -272,6 +273,7 @@ fn every_key_reaches_its_field() {
         ),
         (16 << 20, Duration::from_secs(9), 512 << 20)
     );
+    assert_eq!(p.cache_max_bytes, 64 << 20);
     assert_eq!(
         (
             p.limits.memory_bytes,

@@ -17,14 +17,24 @@
 //! schemas found to compile ([`CompileCache::schemas_known`]), so a plugin
 //! loaded again has its schemas compiled on first call only (see
 //! [`crate::plugin::tools`]).
+//!
+//! The folder is bounded ([`CompileCache::max_bytes`]): past the bound the
+//! least recently used entries are removed ([`prune`]). Each compilation
+//! is reported to a [`CompileProgress`], so a front end can show it; a hit
+//! is not.
+
+mod child;
+mod prune;
+
+pub use child::compile_child;
+pub use prune::{Pruned, prune};
 
 use std::hash::{Hash, Hasher};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -77,17 +87,29 @@ impl Default for LoadLimits {
     }
 }
 
-/// How often a waiting host looks whether its compiler child has exited.
-const CHILD_POLL: Duration = Duration::from_millis(5);
+/// Default [`CompileCache::max_bytes`].
+pub const CACHE_MAX: u64 = 512 << 20;
 
-/// Most of the child's stderr kept for the error message.
-const CHILD_STDERR: u64 = 16 << 10;
+/// Told of each compilation (a cache miss, or any load without a cache),
+/// for a front end to show; a hit is not reported.
+pub trait CompileProgress: Send + Sync + std::fmt::Debug {
+    /// The plugin file `file` (its name) starts compiling.
+    fn start(&self, file: &str) -> Box<dyn CompileStep>;
+}
+
+/// One compilation under way.
+pub trait CompileStep: Send {
+    /// It ended after `elapsed`, compiled or (`ok` false) refused.
+    fn finish(self: Box<Self>, elapsed: Duration, ok: bool);
+}
 
 #[derive(Debug, Clone)]
 pub struct CompileCache {
     dir: Option<PathBuf>,
     compiler: Compiler,
     limits: LoadLimits,
+    max_bytes: u64,
+    progress: Option<Arc<dyn CompileProgress>>,
 }
 
 impl CompileCache {
@@ -96,41 +118,119 @@ impl CompileCache {
             dir,
             compiler,
             limits,
+            max_bytes: CACHE_MAX,
+            progress: None,
         }
+    }
+
+    /// Bounds the folder to `max_bytes` of entries.
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Reports each compilation to `progress`.
+    pub fn with_progress(mut self, progress: Option<Arc<dyn CompileProgress>>) -> Self {
+        self.progress = progress;
+        self
     }
 
     pub fn limits(&self) -> &LoadLimits {
         &self.limits
     }
 
-    /// The component for `bytes`, from the cache when it is there.
-    pub fn load(&self, engine: &Engine, bytes: &[u8]) -> Result<(Component, CacheOutcome)> {
+    /// The most the folder's entries may hold together.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Brings the folder under its bound (the runtime does at start).
+    pub fn prune(&self) -> Pruned {
         let Some(dir) = &self.dir else {
-            return Ok((Component::new(engine, bytes)?, CacheOutcome::Uncached));
+            return Pruned::default();
+        };
+        let pruned = prune(dir, self.max_bytes, None);
+        log_pruned(&pruned, self.max_bytes);
+        pruned
+    }
+
+    /// The component for `bytes` (the plugin file `file`), from the cache
+    /// when it is there.
+    pub fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        file: &str,
+    ) -> Result<(Component, CacheOutcome)> {
+        let Some(dir) = &self.dir else {
+            let component = self.reported(file, || Ok(Component::new(engine, bytes)?))?;
+            return Ok((component, CacheOutcome::Uncached));
         };
         let path = dir.join(format!("{}.cwasm", cache_key(engine, bytes)));
-        if path.exists() {
-            match deserialize(engine, &path) {
-                Ok(c) => return Ok((c, CacheOutcome::Hit)),
-                Err(e) => {
-                    tracing::warn!(file = %path.display(), "discarding unusable cache entry: {e:#}");
-                    let _ = std::fs::remove_file(&path);
+        match deserialize(engine, &path) {
+            Ok(c) => {
+                prune::touch(&path);
+                return Ok((c, CacheOutcome::Hit));
+            }
+            // Not there, or pruned since it was looked for: a miss.
+            Err(_) if !path.exists() => {}
+            Err(e) => {
+                tracing::warn!(file = %path.display(), "discarding unusable cache entry: {e:#}");
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        let component = self.reported(file, || {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the cache folder {}", dir.display()))?;
+            let tmp = dir.join(format!(".{}-{}.tmp", std::process::id(), unique()));
+            let written = match &self.compiler {
+                Compiler::InProcess => engine
+                    .precompile_component(bytes)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|code| {
+                        std::fs::write(&tmp, code)
+                            .with_context(|| format!("writing {}", tmp.display()))
+                    }),
+                Compiler::Subprocess(exe) => {
+                    child::compile_in_child(exe, bytes, &tmp, &self.limits)
                 }
+            };
+            // Mapped before it is renamed into place: a pruner may remove
+            // it from the folder at once, and the mapping stays.
+            let component = written.and_then(|()| deserialize(engine, &tmp));
+            if component.is_err() {
+                let _ = std::fs::remove_file(&tmp);
             }
+            let component = component?;
+            // Rename is atomic: a concurrent loader sees the whole file or none.
+            std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+            Ok(component)
+        })?;
+        log_pruned(&prune(dir, self.max_bytes, Some(&path)), self.max_bytes);
+        Ok((component, CacheOutcome::Compiled))
+    }
+
+    /// Runs `compile`, reported to the progress observer.
+    fn reported<T>(&self, file: &str, compile: impl FnOnce() -> Result<T>) -> Result<T> {
+        let step = self.progress.as_ref().map(|p| p.start(file));
+        let started = Instant::now();
+        let result = compile();
+        if let Some(step) = step {
+            step.finish(started.elapsed(), result.is_ok());
         }
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the cache folder {}", dir.display()))?;
-        let tmp = dir.join(format!(".{}-{}.tmp", std::process::id(), unique()));
-        match &self.compiler {
-            Compiler::InProcess => {
-                let code = engine.precompile_component(bytes)?;
-                std::fs::write(&tmp, code).with_context(|| format!("writing {}", tmp.display()))?;
-            }
-            Compiler::Subprocess(exe) => compile_in_child(exe, bytes, &tmp, &self.limits)?,
-        }
-        // Rename is atomic: a concurrent loader sees the whole file or none.
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-        Ok((deserialize(engine, &path)?, CacheOutcome::Compiled))
+        result
+    }
+}
+
+fn log_pruned(pruned: &Pruned, max_bytes: u64) {
+    if !pruned.removed.is_empty() {
+        tracing::info!(
+            "compile cache over its bound of {}: removed the {} least recently used entries ({}), {} kept",
+            crate::plugin::units::size(max_bytes),
+            pruned.removed.len(),
+            crate::plugin::units::size(pruned.bytes),
+            crate::plugin::units::size(pruned.kept_bytes),
+        );
     }
 }
 
@@ -184,161 +284,9 @@ fn unique() -> u64 {
 #[allow(unsafe_code)]
 fn deserialize(engine: &Engine, path: &Path) -> Result<Component> {
     // SAFETY: the cache folder is the host's own; entries are written only by
-    // this code (whole files, renamed into place) from `precompile_component`
+    // this code (whole files, mapped here before they are renamed into
+    // place, then mapped only under their final name) from `precompile_component`
     // of an engine with the same compatibility hash, which wasmtime checks
     // again here.
     Ok(unsafe { Component::deserialize_file(engine, path) }?)
-}
-
-fn compile_in_child(exe: &Path, bytes: &[u8], out: &Path, limits: &LoadLimits) -> Result<()> {
-    let mut child = Command::new(exe)
-        .arg("compile-plugin")
-        .arg("--out")
-        .arg(out)
-        .arg("--memory-bytes")
-        .arg(limits.compile_memory_bytes.to_string())
-        .arg("--max-input-bytes")
-        .arg(limits.max_file_bytes.to_string())
-        // A backtrace is symbolized in memory the child may not have left.
-        .env("RUST_BACKTRACE", "0")
-        .env("RUST_LIB_BACKTRACE", "0")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting the compiler process {}", exe.display()))?;
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let (status, stderr) = std::thread::scope(|s| {
-        // The child may stop reading (it failed, or it was killed): the
-        // write then fails, and the child's status says why.
-        s.spawn(move || stdin.write_all(bytes));
-        let reader = s.spawn(move || head_of(stderr, CHILD_STDERR));
-        let status = wait_until(&mut child, Instant::now() + limits.compile_timeout);
-        (status, reader.join().unwrap_or_default())
-    });
-    match status? {
-        Some(status) if status.success() => Ok(()),
-        status => {
-            let _ = std::fs::remove_file(out);
-            Err(child_failure(status, &stderr, limits))
-        }
-    }
-}
-
-/// The child's exit status, or `None` when it was still running at
-/// `deadline` and has been killed.
-fn wait_until(child: &mut std::process::Child, deadline: Instant) -> Result<Option<ExitStatus>> {
-    loop {
-        if let Some(status) = child
-            .try_wait()
-            .context("waiting for the compiler process")?
-        {
-            return Ok(Some(status));
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        std::thread::sleep(CHILD_POLL);
-    }
-}
-
-/// The first `keep` bytes of `from`, read to its end: a child that writes
-/// more than that (and more than a pipe holds) is not left blocked on a
-/// full pipe, to be taken for one that ran out of time.
-fn head_of(mut from: impl Read, keep: u64) -> String {
-    let mut text = Vec::new();
-    let _ = from.by_ref().take(keep).read_to_end(&mut text);
-    let _ = std::io::copy(&mut from, &mut std::io::sink());
-    String::from_utf8_lossy(&text).into_owned()
-}
-
-/// Why the child failed, in plain words: a bound it ran into, or what it
-/// said.
-fn child_failure(status: Option<ExitStatus>, stderr: &str, limits: &LoadLimits) -> anyhow::Error {
-    use std::os::unix::process::ExitStatusExt;
-    let Some(status) = status else {
-        return anyhow::anyhow!(
-            "compiling it took longer than the compiler's time limit of {} (--compile-timeout), and the compiler was stopped",
-            crate::plugin::units::duration(limits.compile_timeout)
-        );
-    };
-    let said = stderr.trim().trim_start_matches("error: ");
-    // An allocation that failed, or a compiler thread that could not start
-    // for want of memory.
-    let out_of_memory = [
-        "memory allocation of",
-        "Cannot allocate memory",
-        "out of memory",
-        "ThreadPoolBuildError",
-    ];
-    if out_of_memory.iter().any(|m| said.contains(m)) {
-        return anyhow::anyhow!(
-            "compiling it needed more memory than the compiler's limit of {} (--compile-memory-mib)",
-            crate::plugin::units::size(limits.compile_memory_bytes)
-        );
-    }
-    match status.signal() {
-        Some(signal) if said.is_empty() => {
-            anyhow::anyhow!("the compiler process was killed by signal {signal}")
-        }
-        _ if said.is_empty() => anyhow::anyhow!("the compiler process failed ({status})"),
-        _ => anyhow::anyhow!("{said}"),
-    }
-}
-
-/// The child's side of [`Compiler::Subprocess`]: bound its own memory to
-/// `memory_bytes`, read the component from `input` (at most
-/// `max_input_bytes`), compile it with the shared settings and write the
-/// result to `out`.
-pub fn compile_child(
-    input: impl Read,
-    out: &Path,
-    memory_bytes: u64,
-    max_input_bytes: u64,
-) -> Result<()> {
-    use rustix::process::{Resource, Rlimit, setrlimit};
-    setrlimit(
-        Resource::Data,
-        Rlimit {
-            current: Some(memory_bytes),
-            maximum: Some(memory_bytes),
-        },
-    )
-    .context("limiting the compiler's memory")?;
-    let mut bytes = Vec::new();
-    input
-        .take(max_input_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .context("reading the component from stdin")?;
-    if bytes.len() as u64 > max_input_bytes {
-        bail!(
-            "the component is larger than the plugin file limit of {}",
-            crate::plugin::units::size(max_input_bytes)
-        );
-    }
-    compile_to_file(&bytes, out)
-}
-
-/// Compiles `bytes` with the shared settings and writes the result to
-/// `out`.
-fn compile_to_file(bytes: &[u8], out: &Path) -> Result<()> {
-    let engine = Engine::new(&super::engine::compile_config())?;
-    let code = engine.precompile_component(bytes)?;
-    std::fs::write(out, code).with_context(|| format!("writing {}", out.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_child_stderr_is_kept_in_part_and_read_to_its_end() {
-        let mut said = std::io::Cursor::new(vec![b'e'; 100 << 10]);
-        let head = head_of(&mut said, CHILD_STDERR);
-        assert_eq!(head, "e".repeat(16 << 10));
-        assert_eq!(said.position(), 100 << 10);
-    }
 }
