@@ -42,7 +42,13 @@ async fn run_prints_the_answer_and_every_event_and_continues_a_session() {
         "2 + 3?",
     ];
     let (code, out, err) = wasmclaw(&home, &[("OPENAI_API_KEY", "sk-test")], &args).await;
-    assert_eq!((code, err.as_str()), (0, ""));
+    // The cache is cold in a new home: stderr says what was compiled, and
+    // nothing else.
+    let (compiled, rest) = wasmclaw_tests::split_progress(&err);
+    assert_eq!(
+        (code, compiled, rest.as_str()),
+        (0, vec!["echo.wasm".to_string()], "")
+    );
 
     // With `--events -` stdout holds only the events; the answer is in
     // turn_end.

@@ -451,7 +451,13 @@ async fn approvals_racing_timeouts_and_interrupts_have_one_outcome_each() {
         let Ok(Accepted::Started { turn_id }) = core.submit(message(&session)).await else {
             panic!("not started");
         };
-        waiting(&core, &session).await;
+        // The request's event, not a poll of the pending table: under load a
+        // poll may come after the 60 ms wait has already timed out.
+        let mut seen = until(&mut events, LIMIT, |e| {
+            matches!(e.body, EventBody::ApprovalRequested(_))
+                && e.session.as_deref() == Some(session.as_str())
+        })
+        .await;
         // Around the timeout: sometimes before, sometimes after.
         tokio::time::sleep(Duration::from_millis(i % 50 + 20)).await;
         let racing = async {
@@ -473,10 +479,8 @@ async fn approvals_racing_timeouts_and_interrupts_have_one_outcome_each() {
             racing
         );
         let outcome = ended_turn(&core, &turn_id).await;
-        let seen: Vec<Arc<Event>> = drain(&mut events)
-            .into_iter()
-            .filter(|e| e.session.as_deref() == Some(session.as_str()))
-            .collect();
+        seen.extend(drain(&mut events));
+        seen.retain(|e| e.session.as_deref() == Some(session.as_str()));
         let decisions = decided(&seen);
         assert_eq!(decisions.len(), 1, "{session}: {decisions:?}");
         let (_, decision, _, by) = decisions[0].clone();

@@ -759,7 +759,16 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
         ..Options::default()
     };
     let fake = FakeModel::start_with(options, []).await;
-    let (server, _dir) = server(&fake, Setup::default()).await;
+    // A grace as long as the test's limit: on a loaded machine the wind-down
+    // (a tool call and a last model call) must not be cut for time.
+    let setup = Setup {
+        server: ServerConfig {
+            shutdown_grace: LIMIT,
+            ..ServerConfig::new(TOKEN.into())
+        },
+        ..Setup::default()
+    };
+    let (server, _dir) = server(&fake, setup).await;
     let mut stream = subscribe(&server, "d", None).await;
     let waiter = {
         let client = server.client();
