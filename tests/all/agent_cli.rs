@@ -475,7 +475,7 @@ async fn max_instances_bounds_the_plugin_calls_in_flight() {
     let (_, _, err) = wasmclaw(&home, &[], &["--max-instances", "0", "plugins", "list"]).await;
     assert_eq!(
         err,
-        "error: --max-instances: expected 1 to 100000, found 0\n"
+        "error: --max-instances: expected 1 to 10000, found 0\n"
     );
 
     // Two calls at once with room for one: the second cannot start.

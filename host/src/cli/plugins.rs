@@ -1,6 +1,6 @@
 //! `wasmclaw plugins list|check|install|call|adapter|dev`.
 
-mod install;
+pub(super) mod install;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -155,7 +155,7 @@ pub fn write_adapter(file: &Path) -> Result<()> {
 }
 
 /// `tool-plugin@0.2.0; tools: a, b; hooks: ...`.
-fn offers(plugin: &Plugin) -> String {
+pub(super) fn offers(plugin: &Plugin) -> String {
     let tools: Vec<&str> = plugin.tools.iter().map(|t| t.name.as_str()).collect();
     let hooks: Vec<String> = plugin.subscriptions.iter().map(|s| s.to_string()).collect();
     let mut offers = vec![format!("{}@{}", plugin.world, plugin.wit_version)];

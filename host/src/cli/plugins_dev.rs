@@ -19,9 +19,9 @@ use anyhow::{Context, Result, bail};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::plugin::Runtime;
 use crate::plugin::install::install_plugin;
 use crate::plugin::policy::grants::Grants;
-use crate::plugin::{Plugins, Runtime};
 
 /// How long the folder must be quiet after a change before a build: an
 /// editor's save (write, rename, chmod) or a `git checkout` is one build.
@@ -95,7 +95,12 @@ pub async fn run(runtime: &Runtime, plugin_dir: &Path, src: &Path) -> Result<Exi
             _ = &mut ctrl_c => break,
             got = changes.recv() => if got.is_none() { break },
         }
-        while let Ok(Some(())) = tokio::time::timeout(QUIET, changes.recv()).await {}
+        let quiet =
+            async { while let Ok(Some(())) = tokio::time::timeout(QUIET, changes.recv()).await {} };
+        tokio::select! {
+            _ = &mut ctrl_c => break,
+            () = quiet => {}
+        }
     }
     println!("plugins dev: stopped");
     Ok(ExitCode::SUCCESS)
@@ -145,9 +150,14 @@ impl Dev<'_> {
             );
             return;
         }
-        let plugin = match Plugins::load_file(self.runtime, &wasm).await {
-            Ok(plugin) => plugin,
-            Err(reason) => {
+        let grants = Grants::sidecar_of(&wasm);
+        let grants = grants.is_file().then_some(grants.as_path());
+        // Checked as `plugins install` checks: with the grants as they will
+        // be in the plugin directory.
+        let checked = super::plugins::install::check(self.runtime, self.plugin_dir, &wasm, grants);
+        let plugin = match checked.await.map_err(|e| format!("{e:#}")) {
+            Ok(Ok(plugin)) => plugin,
+            Ok(Err(reason)) | Err(reason) => {
                 eprintln!(
                     "plugins dev: {name}.wasm was built in {took} but does not load: {reason}; \
                      the installed {name}.wasm stays"
@@ -155,12 +165,8 @@ impl Dev<'_> {
                 return;
             }
         };
-        let grants = Grants::sidecar_of(&wasm);
-        let grants = grants.is_file().then_some(grants.as_path());
         match install_plugin(self.plugin_dir, &wasm, grants, true) {
             Ok(installed) => {
-                let mut offers: Vec<String> = plugin.tools.iter().map(|t| t.name.clone()).collect();
-                offers.extend(plugin.subscriptions.iter().map(|s| format!("hook {s}")));
                 let with = if installed.grants.is_some() {
                     format!(" (with {name}.toml)")
                 } else {
@@ -169,7 +175,7 @@ impl Dev<'_> {
                 println!(
                     "plugins dev: {name} built in {took} and installed{with} into {} ({})",
                     self.plugin_dir.display(),
-                    offers.join(", ")
+                    super::plugins::offers(&plugin)
                 );
             }
             Err(e) => eprintln!("plugins dev: installing {name}: {e}"),

@@ -151,74 +151,84 @@ pub async fn run(home: &Home, config: &Config, args: &RunArgs) -> Result<ExitCod
     // The turn's end, then the session idle: its SubTurns (and the turns
     // their late results start) finish before the host does.
     let mut end = None;
-    loop {
-        tokio::select! {
-            biased;
-            Some(event) = events.recv() => {
-                sink.write(&event)?;
-                if event.session.as_deref() != Some(session.as_str()) {
-                    continue;
-                }
-                if let Some(answer) = answer.as_mut().filter(|_| streaming)
-                    && event.turn_id.as_deref() == Some(turn_id.as_str())
-                    && event.parent_turn_id.is_none()
-                    && let Some(note) = written(answer.event(&event.body))?
-                {
-                    say([format!("{note}\n")]);
-                }
-                if approve == Approve::Ask && terminal {
-                    let (question, note) = asking.event(&event);
-                    say(note.map(|n| format!("{n}\n")).into_iter().chain(question));
-                    continue;
-                }
-                let EventBody::ApprovalRequested(request) = &event.body else { continue };
-                let (decision, note) = match approve {
-                    Approve::Ask => (
-                        ApprovalDecision::Deny,
-                        "no terminal to ask on: run with --approve allow or --approve deny",
-                    ),
-                    Approve::Allow => (ApprovalDecision::Allow, "allowed by --approve allow"),
-                    Approve::Deny => (ApprovalDecision::Deny, "denied by --approve deny"),
-                };
-                say([format!("tool {}: {note}\n", request.tool)]);
-                let turn_id = event.turn_id.clone();
-                let op = decision_op(&session, turn_id, request, decision, ApprovalScope::Once, Some(note));
-                decide(&core, op).await;
-            }
-            line = answers.next_line(), if !asking.is_empty() => {
-                let line = line?.unwrap_or_default();
-                match asking.answer(&session, &line, None) {
-                    Ok((op, next)) => {
-                        decide(&core, op).await;
-                        say(next);
-                    }
-                    Err(again) => say([format!("{again}: ")]),
-                }
-            }
-            outcome = watch.ended(), if end.is_none() => {
-                end = Some(outcome.context("the host stopped before the turn ended")?);
-            }
-            _ = core.until_idle(&session), if end.is_some() => {
-                while let Some(event) = events.try_next().await {
+    // An error on the way (a write of the events that fails) still shuts
+    // the host down, so what the turn has done is stored.
+    let looped: Result<()> = async {
+        loop {
+            tokio::select! {
+                biased;
+                Some(event) = events.recv() => {
                     sink.write(&event)?;
+                    if event.session.as_deref() != Some(session.as_str()) {
+                        continue;
+                    }
+                    if let Some(answer) = answer.as_mut().filter(|_| streaming)
+                        && event.turn_id.as_deref() == Some(turn_id.as_str())
+                        && event.parent_turn_id.is_none()
+                        && let Some(note) = written(answer.event(&event.body))?
+                    {
+                        say([format!("{note}\n")]);
+                    }
+                    if approve == Approve::Ask && terminal {
+                        let (question, note) = asking.event(&event);
+                        say(note.map(|n| format!("{n}\n")).into_iter().chain(question));
+                        continue;
+                    }
+                    let EventBody::ApprovalRequested(request) = &event.body else { continue };
+                    let (decision, note) = match approve {
+                        Approve::Ask => (
+                            ApprovalDecision::Deny,
+                            "no terminal to ask on: run with --approve allow or --approve deny",
+                        ),
+                        Approve::Allow => (ApprovalDecision::Allow, "allowed by --approve allow"),
+                        Approve::Deny => (ApprovalDecision::Deny, "denied by --approve deny"),
+                    };
+                    say([format!("tool {}: {note}\n", request.tool)]);
+                    let turn_id = event.turn_id.clone();
+                    let op = decision_op(&session, turn_id, request, decision, ApprovalScope::Once, Some(note));
+                    decide(&core, op).await;
                 }
-                break;
-            }
-            _ = ctrl_c.recv() => {
-                if end.is_some() {
+                line = answers.next_line(), if !asking.is_empty() => {
+                    let line = line?.unwrap_or_default();
+                    match asking.answer(&session, &line, None) {
+                        Ok((op, next)) => {
+                            decide(&core, op).await;
+                            say(next);
+                        }
+                        Err(again) => say([format!("{again}: ")]),
+                    }
+                }
+                outcome = watch.ended(), if end.is_none() => {
+                    end = Some(outcome.context("the host stopped before the turn ended")?);
+                }
+                _ = core.until_idle(&session), if end.is_some() => {
+                    while let Some(event) = events.try_next().await {
+                        sink.write(&event)?;
+                    }
                     break;
                 }
-                interrupts += 1;
-                let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
-                let target = Target::Turn(turn_id.clone());
-                let note = match core.submit(Op::Interrupt { target, mode }).await {
-                    Ok(_) if mode == InterruptMode::Graceful => WINDING_DOWN.to_string(),
-                    Ok(_) => "stopping the turn".to_string(),
-                    Err(refused) => refused.to_string(),
-                };
-                say([format!("{note}\n")]);
+                _ = ctrl_c.recv() => {
+                    if end.is_some() {
+                        break;
+                    }
+                    interrupts += 1;
+                    let mode = if interrupts == 1 { InterruptMode::Graceful } else { InterruptMode::Hard };
+                    let target = Target::Turn(turn_id.clone());
+                    let note = match core.submit(Op::Interrupt { target, mode }).await {
+                        Ok(_) if mode == InterruptMode::Graceful => WINDING_DOWN.to_string(),
+                        Ok(_) => "stopping the turn".to_string(),
+                        Err(refused) => refused.to_string(),
+                    };
+                    say([format!("{note}\n")]);
+                }
             }
         }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = looped {
+        core.shut_down(Duration::ZERO).await;
+        return Err(e);
     }
     let end = end.expect("the loop ends after the turn's end");
     core.shut_down(Duration::ZERO).await;

@@ -56,8 +56,8 @@ pub async fn serve(
     let (core, _home) = super::agent::start(home, config, false).await?;
     let _watch = core.watch_plugins()?;
     let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
-    let listen = config.server.listen;
-    let listener = tokio::net::TcpListener::bind(listen)
+    let listen = &config.server.listen;
+    let listener = tokio::net::TcpListener::bind(listen.as_str())
         .await
         .with_context(|| format!("listening on {listen}"))?;
     let addr = listener.local_addr()?;

@@ -5,7 +5,6 @@
 //! changes a running turn.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -212,7 +211,9 @@ pub struct LimitsSettings {
 /// `[server]`: `wasmclaw serve`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSettings {
-    pub listen: SocketAddr,
+    /// An address, or a host name and port that `serve` looks up when it
+    /// binds.
+    pub listen: String,
     /// The environment variable that holds the API token (default
     /// `WASMCLAW_API_TOKEN`); unset: the token in HOME/api-token.
     pub token_env: String,

@@ -59,10 +59,14 @@ impl LineEditor {
             .build();
         let mut editor: Editor<(), FileHistory> =
             Editor::with_config(config).context("starting the line editor")?;
-        if history.exists() {
-            editor
-                .load_history(&history)
-                .with_context(|| format!("reading the chat history {}", history.display()))?;
+        // A history that does not read is not worth losing the chat over.
+        if history.exists()
+            && let Err(e) = editor.load_history(&history)
+        {
+            tracing::warn!(
+                "the chat history {} does not read ({e}); starting without it",
+                history.display()
+            );
         }
         // A terminal rustyline does not drive (TERM=dumb) has no printer:
         // input is then read as piped input is.

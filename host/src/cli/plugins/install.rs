@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::plugin::install::{destination, install_plugin, refuse_existing};
+use crate::plugin::loader::Plugin;
 use crate::plugin::policy::protected::Protected;
 use crate::plugin::{Grants, Plugins, Runtime};
 
@@ -22,23 +23,15 @@ pub async fn run(
     force: bool,
 ) -> Result<ExitCode> {
     refuse_existing(dir, file, force)?;
-    let (_, to_grants) = destination(dir, file)?;
     let sidecar = Grants::sidecar_of(file);
     let grants: Option<PathBuf> = match grants {
         Some(grants) => Some(grants.to_path_buf()),
         None => sidecar.is_file().then_some(sidecar),
     };
-    let granted = match as_installed(runtime, dir, grants.as_deref(), &to_grants)? {
-        Ok(granted) => granted,
-        Err(reason) => {
-            eprintln!("{reason}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let plugin = match Plugins::load_file_with_grants(runtime, file, granted).await {
+    let plugin = match check(runtime, dir, file, grants.as_deref()).await? {
         Ok(plugin) => plugin,
         Err(reason) => {
-            eprintln!("{}: {reason}", file.display());
+            eprintln!("{reason}");
             return Ok(ExitCode::FAILURE);
         }
     };
@@ -59,6 +52,24 @@ pub async fn run(
         (None, false) => println!("grants: none"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Loads `file` with `grants` as they will be once both are installed in
+/// `dir`; the inner error is the reason, naming the file at fault.
+pub async fn check(
+    runtime: &Runtime,
+    dir: &Path,
+    file: &Path,
+    grants: Option<&Path>,
+) -> Result<Result<Plugin, String>> {
+    let (_, to_grants) = destination(dir, file)?;
+    let granted = match as_installed(runtime, dir, grants, &to_grants)? {
+        Ok(granted) => granted,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    Ok(Plugins::load_file_with_grants(runtime, file, granted)
+        .await
+        .map_err(|reason| format!("{}: {reason}", file.display())))
 }
 
 /// The grants file `from` as it will be once installed as `to` (relative

@@ -1,7 +1,7 @@
 //! The host-wide tables: `[limits]` (with `[limits.retry]`), `[server]`,
 //! `[plugins]` (with `[plugins.limits]`) and `[hooks]`.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 
 use super::super::document::Step;
@@ -151,7 +151,7 @@ pub(super) fn server(
 ) -> ServerSettings {
     let empty = ServerToml::default();
     let t = t.unwrap_or(&empty);
-    let default_listen = DEFAULT_LISTEN.parse().expect("the default address parses");
+    let default_listen = DEFAULT_LISTEN.to_string();
     ServerSettings {
         listen: r.pick(
             &at("server", "listen"),
@@ -187,9 +187,10 @@ pub(super) fn server(
 }
 
 /// `127.0.0.1:8787`, `[::1]:8787`, a host name and port (`localhost:8787`
-/// is 127.0.0.1; another name is resolved, its first IPv4 address
-/// preferred), or a bare port (`8787`), which is on 127.0.0.1.
-pub fn listen(text: String) -> Result<SocketAddr, String> {
+/// is 127.0.0.1; another name is looked up when `serve` binds, never here,
+/// so a command that does not listen never waits on DNS), or a bare port
+/// (`8787`), which is on 127.0.0.1.
+pub fn listen(text: String) -> Result<String, String> {
     let text = text.trim();
     let expected = || {
         format!(
@@ -197,27 +198,22 @@ pub fn listen(text: String) -> Result<SocketAddr, String> {
         )
     };
     if let Ok(addr) = text.parse::<SocketAddr>() {
-        return Ok(addr);
+        return Ok(addr.to_string());
     }
-    let loopback = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    let loopback = |port| SocketAddrV4::new(Ipv4Addr::LOCALHOST, port).to_string();
     if let Ok(port) = text.parse::<u16>() {
         return Ok(loopback(port));
     }
     let (host, port) = text.rsplit_once(':').ok_or_else(expected)?;
     let port = port.parse::<u16>().map_err(|_| expected())?;
-    if host.is_empty() || host.contains(char::is_whitespace) {
+    let name = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+    if host.is_empty() || !host.chars().all(name) {
         return Err(expected());
     }
     if host.eq_ignore_ascii_case("localhost") {
         return Ok(loopback(port));
     }
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("the host name {host:?} does not resolve: {e}"))?
-        .collect();
-    (addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()))
-        .copied()
-        .ok_or_else(|| format!("the host name {host:?} has no address"))
+    Ok(format!("{host}:{port}"))
 }
 
 pub(super) fn plugins(
@@ -279,7 +275,7 @@ pub(super) fn plugins(
         } else {
             SESSION_INSTANCES
         },
-        |v| range(1, 100_000)(v).map(|v| v as u32),
+        |v| range(1, 10_000)(v).map(|v| v as u32),
     );
     let cache_max_bytes = r.pick(
         &at("plugins", "cache_max_mib"),

@@ -647,6 +647,8 @@ fn listen_takes_an_address_a_host_name_or_a_port() {
         ("0", "127.0.0.1:0"),
         ("[::1]:7", "[::1]:7"),
         ("0.0.0.0:80", "0.0.0.0:80"),
+        // A name is looked up when serve binds, not here.
+        ("gpu-box.lan:8787", "gpu-box.lan:8787"),
     ] {
         assert_eq!(listen(text.into()).unwrap().to_string(), addr);
     }
@@ -655,7 +657,14 @@ fn listen_takes_an_address_a_host_name_or_a_port() {
             "expected an address such as \"127.0.0.1:8787\", \"localhost:8787\" or a port such as \"8787\", found {found:?}"
         )
     };
-    for bad in ["70000", "localhost:x", "localhost", ":80", "a host:80"] {
+    for bad in [
+        "70000",
+        "localhost:x",
+        "localhost",
+        ":80",
+        "a host:80",
+        "a/b:1",
+    ] {
         assert_eq!(listen(bad.into()), Err(expected(bad)), "{bad}");
     }
 }

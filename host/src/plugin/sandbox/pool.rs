@@ -179,9 +179,12 @@ pub async fn call_guest<T: Send + 'static>(
     mut store: wasmtime::Store<PluginState>,
     call: GuestCall<T>,
 ) -> (wasmtime::Store<PluginState>, wasmtime::Result<T>) {
-    // The epoch advances while the call is in flight, and only then.
-    let _running = store.data().epochs.running();
+    // The epoch advances while the guest can run, and only then: the guard
+    // lives in the pool's task, so a call dropped by its caller keeps the
+    // ticker running until the task has stopped at its next yield.
+    let running = store.data().epochs.running();
     run(async move {
+        let _running = running;
         let outcome = until_deadline(&mut store, async move |store| call(store).await).await;
         (store, outcome)
     })

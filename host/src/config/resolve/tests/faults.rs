@@ -44,7 +44,7 @@ fn faults_of_flags_and_variables_name_them() {
             "--listen: expected an address such as \"127.0.0.1:8787\", \"localhost:8787\" or a port such as \"8787\", found \"everywhere\"",
             "WASMCLAW_MAX_PLUGIN_MIB: expected 1 to 1048576, found 0",
             "--compile-timeout: expected a positive number of seconds, found 0",
-            "--max-instances: expected 1 to 100000, found 0",
+            "--max-instances: expected 1 to 10000, found 0",
         ]
     );
 }
