@@ -237,7 +237,7 @@ pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
     Runtime::new(RuntimeConfig {
         cache_dir: Some(home.cache_dir()),
         cache_max_bytes: config.plugins.cache_max_bytes,
-        progress: progress::for_stderr(),
+        progress: Some(progress::for_stderr()),
         compiler,
         load: config.plugins.load,
         max_instances: config.plugins.max_instances,

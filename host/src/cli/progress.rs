@@ -12,12 +12,12 @@ use crate::plugin::sandbox::cache::{CompileProgress, CompileStep};
 
 /// The progress observer for this process's stderr (events, when shown,
 /// have a stream of their own: `run --events FILE|-`).
-pub fn for_stderr() -> Option<Arc<dyn CompileProgress>> {
-    Some(if std::io::stderr().is_terminal() {
+pub fn for_stderr() -> Arc<dyn CompileProgress> {
+    if std::io::stderr().is_terminal() {
         Arc::new(Spinners)
     } else {
         Arc::new(Lines::default())
-    })
+    }
 }
 
 /// One `indicatif` spinner per compilation.
