@@ -12,20 +12,23 @@ STEP := bash scripts/step.sh
 setup:
 	@$(STEP) "rustup: the wasm32-wasip2 target" rustup target add wasm32-wasip2
 
-# The official OpenAI Python SDK, pinned, in a virtualenv at target/pyenv:
-# tests/all/serve_openai.rs drives `wasmclaw serve` with it. Skipped when
-# that version is already there.
+# The official Python SDKs, pinned, in a virtualenv at target/pyenv:
+# OpenAI's (tests/all/serve_openai.rs drives `wasmclaw serve` with it) and
+# MCP's (the MCP tests' clients and servers). Skipped when those versions
+# are already there.
 OPENAI_PY := 3.57.0
+MCP_PY := 2.3.0
 PYENV := target/pyenv
+PY_CHECK := import sys, openai, importlib.metadata as m; sys.exit(openai.__version__ != '$(OPENAI_PY)' or m.version('mcp') != '$(MCP_PY)')
 
 pyenv:
-	@if $(PYENV)/bin/python -c "import sys, openai; sys.exit(openai.__version__ != '$(OPENAI_PY)')" 2>/dev/null; then \
-		echo "$(PYENV): openai $(OPENAI_PY) is installed"; \
+	@if $(PYENV)/bin/python -c "$(PY_CHECK)" 2>/dev/null; then \
+		echo "$(PYENV): openai $(OPENAI_PY) and mcp $(MCP_PY) are installed"; \
 	else \
-		echo "$(PYENV): installing openai $(OPENAI_PY) ..." && start=$$(date +%s) && \
+		echo "$(PYENV): installing openai $(OPENAI_PY) and mcp $(MCP_PY) ..." && start=$$(date +%s) && \
 		python3 -m venv --clear $(PYENV) && \
-		$(PYENV)/bin/python -m pip install --quiet --disable-pip-version-check openai==$(OPENAI_PY) && \
-		echo "$(PYENV): openai $(OPENAI_PY) installed in $$(( $$(date +%s) - start )) s"; \
+		$(PYENV)/bin/python -m pip install --quiet --disable-pip-version-check openai==$(OPENAI_PY) mcp==$(MCP_PY) && \
+		echo "$(PYENV): installed in $$(( $$(date +%s) - start )) s"; \
 	fi
 
 # The example plugins, into target/guests/wasm32-wasip2/release.
