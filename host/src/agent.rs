@@ -20,6 +20,10 @@
 //! - [`budget`]: what a turn and its tree have used (tokens, SubTurns
 //!   started), counted against their bounds.
 //! - [`refusals`]: the loop rule: a turn that repeats a refused tool call.
+//! - [`context`]: a request's tokens counted against the model's window,
+//!   and shaped to fit it (long tool results cut, the largest left out).
+//! - [`compaction`]: the older history summarized by a model call and
+//!   stored as a compaction record; on demand for an idle session.
 //!
 //! An [`Agent`] holds what every turn shares: the plugins, the tool
 //! registry over them and the built-ins, the named agents of the current
@@ -40,6 +44,8 @@ pub mod approval;
 pub mod arguments;
 pub mod budget;
 pub mod builtins;
+pub mod compaction;
+pub mod context;
 pub mod control;
 pub mod profile;
 pub mod refusals;
@@ -99,6 +105,8 @@ pub struct AgentConfig {
     pub commands: bool,
     /// Which tool calls wait for a person's decision.
     pub approvals: ApprovalSettings,
+    /// The model's window and how the conversation is kept within it.
+    pub context: context::ContextConfig,
 }
 
 pub const DEFAULT_MAX_ITERATIONS: u32 = 50;
@@ -121,6 +129,7 @@ impl Default for AgentConfig {
             session_policy: Policy::default(),
             commands: true,
             approvals: ApprovalSettings::default(),
+            context: context::ContextConfig::default(),
         }
     }
 }

@@ -9,7 +9,7 @@
 //!   takes commands (`commands = true`, the default). `//text` sends
 //!   `/text` to the model.
 //! - `/help`, `/new`, `/agent [NAME]`, `/model [SPEC|default]`, `/tools`,
-//!   `/usage`, `/stop` (graceful), `/abort` (hard), `/session`.
+//!   `/usage`, `/compact`, `/stop` (graceful), `/abort` (hard), `/session`.
 //! - An unknown command answers with the list; a command with a wrong
 //!   argument says what it takes.
 
@@ -55,6 +55,11 @@ pub const COMMANDS: &[Spec] = &[
         name: "usage",
         args: "",
         help: "tokens the session's turns used",
+    },
+    Spec {
+        name: "compact",
+        args: "",
+        help: "summarize the session's older history now (its messages stay in the store)",
     },
     Spec {
         name: "stop",
@@ -147,6 +152,7 @@ impl<'a> Commands<'a> {
             "model" => self.model(session, arg).await,
             "tools" => self.tools(session),
             "usage" => self.usage(session).await,
+            "compact" => self.compact(session).await,
             "stop" => self.interrupt(session, InterruptMode::Graceful).await,
             "abort" => self.interrupt(session, InterruptMode::Hard).await,
             "session" => self.session(session).await,
@@ -240,12 +246,43 @@ impl<'a> Commands<'a> {
                         last.usage.input_tokens, last.usage.output_tokens
                     ));
                 }
+                match self.core.context_tokens(session).await {
+                    Ok((tokens, Some(window))) => reply.push_str(&format!(
+                        "; context: about {tokens} tokens of a {window}-token window"
+                    )),
+                    Ok((tokens, None)) => {
+                        reply.push_str(&format!("; context: about {tokens} tokens"))
+                    }
+                    Err(e) => reply.push_str(&format!("; context: not counted ({e:#})")),
+                }
                 ok("usage", reply)
             }
             Err(e) => failed(
                 "usage",
                 format!("could not read the session's turns: {e:#}"),
             ),
+        }
+    }
+
+    async fn compact(&self, session: &str) -> Outcome {
+        let op = Op::Compact {
+            session: session.to_string(),
+        };
+        match self.core.submit(op).await {
+            Ok(Accepted::Compacted {
+                summarized,
+                kept,
+                tokens_before,
+                tokens_after,
+            }) => ok(
+                "compact",
+                format!(
+                    "{summarized} messages summarized, {kept} kept; about {tokens_before} tokens \
+                     before, {tokens_after} after"
+                ),
+            ),
+            Ok(_) => ok("compact", "done".to_string()),
+            Err(refused) => failed("compact", refused.message().to_string()),
         }
     }
 

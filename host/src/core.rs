@@ -98,9 +98,9 @@ impl Core {
         }
     }
 
-    /// Does what `op` asks. Everything but [`Op::ImportHistory`] is done at
-    /// once (a turn it starts runs on its own task); an import answers once
-    /// the history is stored.
+    /// Does what `op` asks. Everything but [`Op::ImportHistory`] and
+    /// [`Op::Compact`] is done at once (a turn it starts runs on its own
+    /// task); an import or a compaction answers once the store has it.
     pub async fn submit(&self, op: Op) -> Result<Accepted, Refused> {
         match op {
             Op::ImportHistory { session, messages } => {
@@ -109,6 +109,7 @@ impl Core {
                     .import_history(&session, messages)
                     .await
             }
+            Op::Compact { session } => self.inner.scheduler.compact(&session).await,
             op => self.inner.scheduler.submit(op),
         }
     }
@@ -140,7 +141,8 @@ impl Core {
             Accepted::PolicySet
             | Accepted::SessionSet
             | Accepted::Decided { .. }
-            | Accepted::Imported { .. } => None,
+            | Accepted::Imported { .. }
+            | Accepted::Compacted { .. } => None,
         };
         let watch = turn_id.map(|turn_id| TurnWatch { turn_id, events });
         Ok((accepted, watch))
@@ -245,6 +247,22 @@ impl Core {
     /// A session's history, in order; empty for a session never seen.
     pub async fn history(&self, session: &str) -> Result<Vec<Message>> {
         self.inner.agent.store.history(session).await
+    }
+
+    /// The tokens `session`'s next request would start with, counted as a
+    /// turn counts them (its agent's system prompt, its history as
+    /// compacted, the tools on offer), and its model's context window.
+    pub async fn context_tokens(&self, session: &str) -> Result<(u64, Option<u64>)> {
+        use crate::agent::context::{estimate_all, estimate_tools};
+        let history = self.history(session).await?;
+        let profiles = self.profiles();
+        let profile = profiles.agent(&self.session_agent(session))?.clone();
+        let prompt = (profile.config.system_prompt.as_deref()).map(Message::system);
+        let spec = TurnSpec::top(profiles, profile.clone());
+        let tools = spec.tool_defs(&self.inner.agent);
+        let tokens =
+            estimate_all(prompt.as_slice()) + estimate_all(&history) + estimate_tools(&tools);
+        Ok((tokens, profile.config.context.window))
     }
 
     /// A session's recorded turns, in order of start.

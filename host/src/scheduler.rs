@@ -77,6 +77,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::agent::approval::Decision;
+use crate::agent::compaction::{self, CompactError};
 use crate::agent::control::{Closed, TurnControl, new_turn_id};
 use crate::agent::profile::ProfileError;
 use crate::agent::task::{self, InternalOp, OpSender};
@@ -332,9 +333,9 @@ impl Scheduler {
     /// [`crate::core::Core::submit`] calls).
     pub fn submit(&self, op: Op) -> Result<Accepted, Refused> {
         match op {
-            Op::ImportHistory { .. } => Err(Refused::Invalid(
-                "importing history writes the session store: submit it through the core \
-                 (Core::submit), which waits for the store"
+            Op::ImportHistory { .. } | Op::Compact { .. } => Err(Refused::Invalid(
+                "importing history and compacting write the session store: submit them through \
+                 the core (Core::submit), which waits for the store"
                     .into(),
             )),
             Op::UserMessage {
@@ -419,6 +420,39 @@ impl Scheduler {
                 "importing history into session '{session}' failed: {e}"
             )))
         })
+    }
+
+    /// [`Op::Compact`]: the older history of the idle `session` summarized
+    /// now (see [`crate::agent::compaction::compact_session`]). The session
+    /// is held busy meanwhile, as for an import; the compaction runs to its
+    /// end also if the caller goes away.
+    pub async fn compact(&self, session: &str) -> Result<Accepted, Refused> {
+        let settings = self.live(session).unwrap_or_default().settings;
+        let profiles = self.inner.agent.profiles();
+        let profile = (profiles.for_session(settings.agent.as_deref(), settings.model.as_deref()))
+            .map_err(|e| Refused::Invalid(e.to_string()))?;
+        let reserved = self.inner.reserve(session, || {
+            format!("session '{session}' has a turn running or waiting; compact it once it is idle")
+        })?;
+        let (agent, key) = (self.inner.agent.clone(), session.to_string());
+        let compaction = tokio::spawn(async move {
+            let done = compaction::compact_session(&agent, &key, &profile).await;
+            drop(reserved);
+            done
+        });
+        match compaction.await {
+            Ok(Ok(done)) => Ok(Accepted::Compacted {
+                summarized: done.summarized,
+                kept: done.kept,
+                tokens_before: done.tokens_before,
+                tokens_after: done.tokens_after,
+            }),
+            Ok(Err(CompactError::Nothing(reason))) => Err(Refused::Invalid(reason)),
+            Ok(Err(CompactError::Failed(reason))) => Err(Refused::Failed(reason)),
+            Err(e) => Err(Refused::Failed(format!(
+                "compacting session '{session}' failed: {e}"
+            ))),
+        }
     }
 
     /// Entries of the queue of idle sessions waiting to be let go: at most one
@@ -830,14 +864,27 @@ impl Inner {
     /// session has a turn running or waiting (or a SubTurn running). The
     /// session is busy until the returned guard is dropped.
     fn reserve_import(self: &Arc<Self>, key: &str) -> Result<ImportGuard, Refused> {
+        self.reserve(key, || {
+            format!(
+                "session '{key}' has a turn running or waiting; history can only be \
+                 imported into a new session"
+            )
+        })
+    }
+
+    /// Holds the idle session `key` busy (a message that arrives meanwhile
+    /// waits as a follow-up) until the guard is dropped; refused with
+    /// `busy` when a turn runs or waits.
+    fn reserve(
+        self: &Arc<Self>,
+        key: &str,
+        busy: impl FnOnce() -> String,
+    ) -> Result<ImportGuard, Refused> {
         let session = self.with_session(key, |session, state| {
             // Checked under the session's lock, as for a message.
             self.refuse_if_closed()?;
             if !state.idle() {
-                return Err(Refused::Invalid(format!(
-                    "session '{key}' has a turn running or waiting; history can only be \
-                     imported into a new session"
-                )));
+                return Err(Refused::Invalid(busy()));
             }
             state.busy = true;
             self.track(session, true, state);

@@ -120,6 +120,7 @@ impl Api {
             .route("/v1/sessions/{key}/steer", post(sessions::steer))
             .route("/v1/sessions/{key}/interrupt", post(sessions::interrupt))
             .route("/v1/sessions/{key}/policy", post(sessions::policy))
+            .route("/v1/sessions/{key}/compact", post(sessions::compact))
             .route("/v1/sessions/{key}/events", get(events::stream))
             .route("/v1/sessions/{key}/approvals", get(approvals::list))
             .route(

@@ -56,6 +56,7 @@
 
 mod approvals;
 mod checkpoint;
+mod compactions;
 mod event_log;
 mod history;
 mod owner_only;
@@ -77,6 +78,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 pub use approvals::KeptApproval;
+pub use compactions::{CompactionRecord, HistoryView, SUMMARY_HEADING, summary_message};
 pub use event_log::EventLog;
 pub use history::HistoryHold;
 pub use tree::{TurnNode, forest};
@@ -178,6 +180,18 @@ const MIGRATIONS: &[&str] = &[
         note TEXT,
         PRIMARY KEY (scope, owner, tool)
     ) WITHOUT ROWID;",
+    // 8: compaction records: a summary of a session's history up to a
+    // message (see `store/compactions.rs`); the messages stay.
+    "CREATE TABLE compactions (
+        session       TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+        seq           INTEGER NOT NULL,
+        upto_idx      INTEGER NOT NULL,
+        summary       TEXT NOT NULL,
+        tokens_before INTEGER NOT NULL,
+        tokens_after  INTEGER NOT NULL,
+        created_at    TEXT NOT NULL,
+        PRIMARY KEY (session, seq)
+    ) STRICT, WITHOUT ROWID;",
 ];
 
 /// What a session chose for itself, as the store keeps it: each field None
@@ -341,36 +355,59 @@ impl Store {
             .context("the session store's worker failed")?
     }
 
-    /// A session's history, in order; empty for a session never seen. From
-    /// memory while the session is held ([`Store::hold_history`]) and was
-    /// read once; else from the table.
+    /// A session's history as the next turn reads it, in order: the latest
+    /// summary (if it was compacted) and the messages after it; empty for
+    /// a session never seen. From memory while the session is held
+    /// ([`Store::hold_history`]) and was read once; else from the table.
     pub async fn history(&self, session: &str) -> Result<Vec<Message>> {
-        if let Some(history) = self.histories.get(session) {
-            return Ok(history);
+        Ok(self.history_view(session).await?.messages)
+    }
+
+    /// [`Store::history`], with where it stands in the messages table.
+    pub async fn history_view(&self, session: &str) -> Result<HistoryView> {
+        if let Some(view) = self.histories.get(session) {
+            return Ok(view);
         }
         let key = session.to_string();
         let histories = self.histories.clone();
         self.with_conn(move |conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT idx, json FROM messages WHERE session = ?1 ORDER BY idx")?;
-            let rows = stmt.query_map([&key], |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
-            })?;
-            let mut messages = Vec::new();
-            let mut next_idx = 0;
-            for row in rows {
-                let (idx, json) = row?;
-                let message = serde_json::from_str(&json)
-                    .with_context(|| format!("message {idx} is not a valid message"))?;
-                messages.push(message);
-                next_idx = idx + 1;
-            }
+            let (view, next_idx) = compactions::read(conn, &key)?;
             // Under the connection: no commit comes between the read and this.
-            histories.fill(&key, &messages, next_idx);
-            Ok(messages)
+            histories.fill(&key, &view, next_idx);
+            Ok(view)
         })
         .await
         .with_context(|| format!("reading the history of session {session}"))
+    }
+
+    /// Every message `session` ever committed, compacted or not.
+    pub async fn original_messages(&self, session: &str) -> Result<Vec<Message>> {
+        let key = session.to_string();
+        self.with_conn(move |conn| compactions::originals(conn, &key))
+            .await
+            .with_context(|| format!("reading the messages of session {session}"))
+    }
+
+    /// The compactions of `session`, oldest first.
+    pub async fn compactions(&self, session: &str) -> Result<Vec<CompactionRecord>> {
+        let key = session.to_string();
+        self.with_conn(move |conn| compactions::list(conn, &key))
+            .await
+            .with_context(|| format!("reading the compactions of session {session}"))
+    }
+
+    /// Keeps `record` as the latest compaction of `session`, in one
+    /// transaction: from then on its history reads as the summary and the
+    /// messages after `record.upto_idx` (see `store/compactions.rs`).
+    pub async fn compact(&self, session: &str, record: CompactionRecord) -> Result<()> {
+        let (key, histories, store) = (session.to_string(), self.histories.clone(), self.clone());
+        self.with_conn(move |conn| {
+            compactions::insert(conn, &histories, &key, &record)?;
+            store.wrote();
+            Ok(())
+        })
+        .await
+        .with_context(|| format!("keeping a compaction of session {session}"))
     }
 
     /// Keeps `session`'s history in memory once read, until the hold (and
@@ -896,6 +933,69 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn a_compaction_replaces_the_held_history_and_keeps_every_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let store = Store::open(&path).unwrap();
+        let _hold = store.hold_history("s");
+        let mut all = Vec::new();
+        for i in 0..3 {
+            let messages = [
+                Message::user(format!("q{i}")),
+                Message::assistant(format!("a{i}")),
+            ];
+            let record = turn(
+                "s",
+                &format!("t{i}"),
+                TurnStatus::Completed,
+                "2026-01-01T00:00:01.000Z",
+            );
+            store.commit_turn(&record, &messages).await.unwrap();
+            all.extend(messages);
+        }
+        assert_eq!(store.history("s").await.unwrap(), all);
+        let record = |upto_idx, summary: &str| CompactionRecord {
+            upto_idx,
+            summary: summary.into(),
+            tokens_before: 100,
+            tokens_after: 40,
+            created_at: "2026-01-01T00:00:02.000Z".into(),
+        };
+        store.compact("s", record(1, "first")).await.unwrap();
+        let expected = [&[summary_message("first")], &all[2..]].concat();
+        assert_eq!(store.history("s").await.unwrap(), expected);
+        // A turn after it is appended to the compacted history.
+        let late = [Message::user("q3"), Message::assistant("a3")];
+        let record3 = turn("s", "t3", TurnStatus::Completed, "2026-01-01T00:00:03.000Z");
+        store.commit_turn(&record3, &late).await.unwrap();
+        all.extend(late);
+        store.compact("s", record(5, "second")).await.unwrap();
+        let view = store.history_view("s").await.unwrap();
+        assert_eq!(
+            view.messages,
+            [&[summary_message("second")], &all[6..]].concat()
+        );
+        assert_eq!((view.summarized, view.first_idx), (true, 6));
+        // The cache and the file agree; every message is still there.
+        let fresh = Store::open(&path).unwrap();
+        assert_eq!(fresh.history_view("s").await.unwrap(), view);
+        assert_eq!(store.original_messages("s").await.unwrap(), all);
+        let kept: Vec<String> = (store.compactions("s").await.unwrap().into_iter())
+            .map(|c| c.summary)
+            .collect();
+        assert_eq!(kept, ["first", "second"]);
+        // A record that does not fit is refused, and nothing changes.
+        for bad in [3, 8] {
+            let error = store.compact("s", record(bad, "bad")).await.unwrap_err();
+            assert!(
+                format!("{error:#}").contains("does not fit the history"),
+                "{error:#}"
+            );
+        }
+        assert_eq!(store.history_view("s").await.unwrap(), view);
+    }
+
+    #[tokio::test]
     async fn the_statements_of_a_turn_stay_prepared() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("sessions.db")).unwrap();
@@ -919,7 +1019,8 @@ pub(crate) mod tests {
         }
         let conn = lock(&store.conn);
         for sql in [
-            "SELECT idx, json FROM messages WHERE session = ?1 ORDER BY idx",
+            compactions::LATEST,
+            compactions::AFTER,
             "SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1",
             "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
         ] {

@@ -9,6 +9,7 @@ mod chat_control;
 mod chat_terminal;
 mod cli;
 mod commands;
+mod compaction;
 mod config;
 mod config_reload;
 mod core;

@@ -240,6 +240,76 @@ pub struct Options {
     /// are not valid JSON gets HTTP 500 "Failed to parse tool call
     /// arguments as JSON" (and uses no reply).
     pub reject_invalid_arguments: bool,
+    /// A context window: the server counts each request's tokens (see
+    /// [`count_tokens`]), reports them as its usage, and answers a request
+    /// over the window as that provider does (and uses no reply).
+    pub window: Option<Window>,
+}
+
+/// A fake model's context window, and whose error answers a request over it.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub tokens: u64,
+    pub answers_as: Served,
+}
+
+/// The server whose overflow error a [`Window`] answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    OpenAi,
+    Anthropic,
+    LlamaCpp,
+    Vllm,
+}
+
+/// The tokens of a request as the fake model counts them: two tokens per
+/// seven bytes of every text (messages, system prompt, tools), and four per
+/// message. Denser than the host's quarter-of-the-bytes estimate, as real
+/// tokenizers are on code and JSON.
+pub fn count_tokens(request: &Value) -> u64 {
+    fn text_bytes(value: &Value) -> u64 {
+        match value {
+            Value::String(s) => s.len() as u64,
+            Value::Array(items) => items.iter().map(text_bytes).sum(),
+            Value::Object(map) => map.values().map(text_bytes).sum(),
+            _ => 0,
+        }
+    }
+    let messages = request["messages"].as_array().map_or(0, |m| m.len() as u64);
+    let bytes = text_bytes(&request["messages"])
+        + text_bytes(&request["system"])
+        + text_bytes(&request["tools"]);
+    (bytes * 2).div_ceil(7) + 4 * messages
+}
+
+/// The body of `served`'s answer to a request of `tokens` over `window`.
+fn overflow_body(served: Served, tokens: u64, window: u64) -> Value {
+    match served {
+        Served::OpenAi => json!({"error": {
+            "message": format!("This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }}),
+        Served::Anthropic => json!({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": format!("prompt is too long: {tokens} tokens > {window} maximum"),
+        }}),
+        Served::LlamaCpp => json!({"error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": tokens,
+            "n_ctx": window,
+        }}),
+        Served::Vllm => json!({
+            "object": "error",
+            "message": format!("This model's maximum context length is {window} tokens. However, you requested {tokens} tokens ({tokens} in the messages, 0 in the completion). Please reduce the length of the messages or completion."),
+            "type": "BadRequestError",
+            "param": null,
+            "code": 400,
+        }),
+    }
 }
 
 impl Default for Options {
@@ -251,6 +321,7 @@ impl Default for Options {
             responder: None,
             omit_tool_index: false,
             reject_invalid_arguments: false,
+            window: None,
         }
     }
 }
@@ -280,6 +351,10 @@ struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
     next_id: AtomicU64,
+    /// Requests answered with the overflow error of [`Options::window`].
+    overflows: AtomicU64,
+    /// The most tokens a request within the window had.
+    largest: AtomicU64,
 }
 
 /// The server; it stops accepting connections when dropped.
@@ -303,6 +378,8 @@ impl FakeModel {
             replies: Mutex::new(replies.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            overflows: AtomicU64::new(0),
+            largest: AtomicU64::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
@@ -352,6 +429,16 @@ impl FakeModel {
                 user.map(|(_, text)| text.clone()).unwrap_or_default()
             })
             .collect()
+    }
+
+    /// Requests answered with the overflow error of [`Options::window`].
+    pub fn overflows(&self) -> u64 {
+        self.shared.overflows.load(Ordering::SeqCst)
+    }
+
+    /// The most tokens ([`count_tokens`]) of a request within the window.
+    pub fn largest_request(&self) -> u64 {
+        self.shared.largest.load(Ordering::SeqCst)
     }
 
     pub fn remaining(&self) -> usize {
@@ -435,6 +522,17 @@ async fn handle(
     {
         return response;
     }
+    let mut input_tokens = shared.options.input_tokens;
+    if let Some(window) = shared.options.window {
+        let tokens = count_tokens(&request);
+        if tokens > window.tokens {
+            shared.overflows.fetch_add(1, Ordering::SeqCst);
+            let body = overflow_body(window.answers_as, tokens, window.tokens);
+            return (StatusCode::BAD_REQUEST, Json(body)).into_response();
+        }
+        shared.largest.fetch_max(tokens, Ordering::SeqCst);
+        input_tokens = tokens as u32;
+    }
     let scripted = shared.replies.lock().unwrap().pop_front();
     let responder = shared.options.responder.as_ref();
     let Some(mut reply) = scripted.or_else(|| responder.map(|r| (r.0)(&request))) else {
@@ -468,7 +566,7 @@ async fn handle(
         include_usage: request["stream_options"]["include_usage"] == json!(true),
         repeat_tool_name: shared.options.repeat_tool_name,
         omit_tool_index: shared.options.omit_tool_index,
-        input_tokens: shared.options.input_tokens,
+        input_tokens,
         output_tokens: shared.options.output_tokens,
     };
     let stream = request["stream"] == json!(true);

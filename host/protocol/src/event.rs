@@ -84,6 +84,8 @@ events! {
     LlmDelta(LlmDelta) = "llm_delta",
     LlmResponse(LlmResponse) = "llm_response",
     LlmRetry(LlmRetry) = "llm_retry",
+    CompactionBegin(CompactionBegin) = "compaction_begin",
+    CompactionEnd(CompactionEnd) = "compaction_end",
     ToolCallBegin(ToolCallBegin) = "tool_call_begin",
     ToolCallEnd(ToolCallEnd) = "tool_call_end",
     ToolCallSkipped(ToolCallSkipped) = "tool_call_skipped",
@@ -154,6 +156,14 @@ pub struct LlmRequest {
     pub model: String,
     pub messages: usize,
     pub tools: usize,
+    /// The request's tokens as counted before it is sent: the provider's
+    /// own count of the part it has seen, an estimate of the rest (see
+    /// the host's `agent/context.rs`).
+    #[serde(default)]
+    pub tokens: u64,
+    /// The model's context window, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
 }
 
 /// Text streamed by the model.
@@ -174,6 +184,40 @@ pub struct LlmResponse {
     pub finish_reason: FinishReason,
     pub usage: Usage,
     pub duration_ms: f64,
+}
+
+/// The older part of a conversation is about to be summarized.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionBegin {
+    /// `threshold` (the request would pass the agent's threshold),
+    /// `overflow` (the provider said it was too long) or `command`
+    /// (`/compact`, `Op::Compact`).
+    pub reason: String,
+    /// The messages to be summarized (an earlier summary among them).
+    pub messages: usize,
+    /// The conversation's tokens before.
+    pub tokens_before: u64,
+}
+
+/// A compaction ended: the summary replaces the messages it covers (they
+/// stay in the session's store), or it failed and nothing changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionEnd {
+    pub reason: String,
+    /// The messages the summary replaces.
+    pub summarized: usize,
+    /// The messages kept verbatim after it.
+    pub kept: usize,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Characters of the summary.
+    pub summary_chars: usize,
+    /// The candidate that wrote the summary, `provider:model`.
+    pub model: String,
+    pub duration_ms: f64,
+    /// Why it failed (nothing was replaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A model call failed and is tried again, or the next candidate is.

@@ -67,6 +67,11 @@ pub enum Op {
         session: String,
         messages: Vec<Message>,
     },
+    /// Summarizes the older part of an idle session's history now, as a
+    /// turn does when its context fills up (the messages stay in the
+    /// store). Refused while the session has a turn running or waiting,
+    /// and when there is nothing old enough to summarize.
+    Compact { session: String },
 }
 
 /// What a session does with a user message that arrives while its turn runs.
@@ -119,6 +124,14 @@ pub enum Accepted {
     Imported {
         turn_id: String,
         messages: usize,
+    },
+    /// The session's history was compacted: `summarized` messages are now
+    /// one summary, `kept` follow it verbatim.
+    Compacted {
+        summarized: usize,
+        kept: usize,
+        tokens_before: u64,
+        tokens_after: u64,
     },
 }
 

@@ -35,6 +35,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+mod compact;
 mod model_call;
 mod no_answer;
 
@@ -47,6 +48,7 @@ use crate::protocol::{
 };
 use crate::store::TurnRecord;
 
+use self::compact::Conversation;
 use self::model_call::Asked;
 use super::control::TurnControl;
 use super::profile::{Profile, Profiles};
@@ -155,6 +157,9 @@ pub struct Turn {
     pub(crate) spec: Arc<TurnSpec>,
     /// The refused tool calls of this turn, to stop a model that repeats one.
     pub(crate) refusals: Arc<Refusals>,
+    /// The tokens counted of the next request, and the model's window
+    /// (for its `llm_request`).
+    counted: (u64, Option<u64>),
 }
 
 /// Why a turn did not complete.
@@ -213,6 +218,7 @@ impl Turn {
             control,
             spec: Arc::new(spec),
             refusals: Arc::new(Refusals::default()),
+            counted: (0, None),
         }
     }
 
@@ -274,21 +280,22 @@ impl Turn {
         // While `serve` loads the plugin directory, a turn waits for its
         // tools and hooks.
         self.agent.plugins.until_scanned().await;
-        let history = if self.is_child() {
-            Vec::new()
+        let view = if self.is_child() {
+            None
         } else {
-            self.agent.store.history(&self.session).await.map_err(|e| {
-                let reason = format!("could not read the session's history: {e:#}");
-                Failure::error(TurnErrorKind::Internal, reason)
-            })?
+            Some(
+                self.agent
+                    .store
+                    .history_view(&self.session)
+                    .await
+                    .map_err(|e| {
+                        let reason = format!("could not read the session's history: {e:#}");
+                        Failure::error(TurnErrorKind::Internal, reason)
+                    })?,
+            )
         };
-        let mut messages = Vec::with_capacity(history.len() + 8);
-        if let Some(prompt) = &self.spec.config().system_prompt {
-            messages.push(Message::system(prompt.clone()));
-        }
-        messages.extend(history);
-        let turn_start = messages.len();
-        messages.push(Message::user(input));
+        let prompt = self.spec.config().system_prompt.clone();
+        let mut convo = Conversation::new(prompt.as_deref(), view, input);
 
         let max = self.spec.config().max_iterations.max(1);
         loop {
@@ -304,41 +311,48 @@ impl Turn {
                     subturn_id: result.subturn_id,
                     via: crate::protocol::Delivery::Injected,
                 }));
-                messages.push(Message::user(result.content));
+                convo.messages.push(Message::user(result.content));
             }
             for content in steering {
                 self.publish(EventBody::SteeringInjected(SteeringInjected {
                     iteration: self.iterations,
                     content: content.clone(),
                 }));
-                messages.push(Message::user(content));
+                convo.messages.push(Message::user(content));
             }
             let interrupted = self.control.winding_down();
             let last = at_limit || interrupted;
-            let mut request = ChatRequest {
-                messages: messages.clone(),
-                tools: self.spec.tool_defs(&self.agent),
-                max_tokens: self.spec.config().max_tokens,
-                model: self.spec.model.clone(),
-                ..Default::default()
-            };
-            if interrupted || (at_limit && self.iterations > 1) {
-                // The tools stay declared (Anthropic refuses tool results
-                // without them), but the model may not call one.
-                request.tool_choice = ToolChoice::None;
-                let note = if interrupted {
-                    INTERRUPTED_NOTE
-                } else {
-                    LAST_ITERATION_NOTE
-                };
-                request.messages.push(Message::system(note));
-            }
+            let tools = self.spec.tool_defs(&self.agent);
+            let mut fitted = self.fit(&mut convo, &tools).await?;
             let hooks = self.agent.hooks();
-            let request = hooks.before_llm(&self.hook_scope(), request).await?;
-            let (reply, model) = match self.call(&hooks, &request).await? {
-                Asked::Reply { response, model } => (response, model),
-                Asked::Dropped { partial } => {
-                    return Ok(self.dropped(partial, messages, turn_start));
+            let mut overflows = 0;
+            let (request, reply, model) = loop {
+                let sent = convo.messages.len();
+                let shortened = fitted.shortened;
+                self.counted = (fitted.tokens, fitted.window);
+                let request = self
+                    .request(fitted.messages, tools.clone(), interrupted, at_limit)
+                    .await?;
+                match self.call(&hooks, &request).await {
+                    Ok(Asked::Reply { response, model }) => {
+                        if !shortened {
+                            convo.counted.reported(sent, response.usage.input_tokens);
+                        }
+                        break (request, response, model);
+                    }
+                    Ok(Asked::Dropped { partial }) => {
+                        return Ok(self.dropped(partial, convo));
+                    }
+                    Err(Failure::Error {
+                        kind: TurnErrorKind::ContextTooLong,
+                        reason,
+                    }) => {
+                        let tokens = self.counted.0;
+                        fitted =
+                            (self.recover(&mut convo, &tools, &mut overflows, tokens, &reason))
+                                .await?;
+                    }
+                    Err(failure) => return Err(failure),
                 }
             };
             let skip_reason = if interrupted {
@@ -352,11 +366,11 @@ impl Turn {
             {
                 Asked::Reply { response, .. } => response,
                 Asked::Dropped { partial } => {
-                    return Ok(self.dropped(partial, messages, turn_start));
+                    return Ok(self.dropped(partial, convo));
                 }
             };
             let tool_calls = reply.tool_calls;
-            messages.push(Message::Assistant {
+            convo.messages.push(Message::Assistant {
                 content: reply.text.clone(),
                 tool_calls: tool_calls.iter().map(ToolCall::for_history).collect(),
             });
@@ -377,11 +391,11 @@ impl Turn {
                 return Ok(Answer {
                     text: reply.text,
                     reason,
-                    messages: messages.split_off(turn_start),
+                    messages: convo.messages.split_off(convo.turn_start),
                 });
             }
             let results = super::tools::run_all(self, &tool_calls, &reply.finish_reason).await;
-            messages.extend(results);
+            convo.messages.extend(results);
             if let Some(reason) = self
                 .refusals
                 .exceeded(self.spec.config().max_repeated_refusals)
@@ -391,11 +405,43 @@ impl Turn {
         }
     }
 
+    /// The request of one model call: `messages` (fitted to the window),
+    /// the tools, and on the turn's last call the note that asks for an
+    /// answer; through the `before-llm` hooks.
+    async fn request(
+        &self,
+        messages: Vec<Message>,
+        tools: Arc<Vec<ToolDef>>,
+        interrupted: bool,
+        at_limit: bool,
+    ) -> Result<ChatRequest, Failure> {
+        let mut request = ChatRequest {
+            messages,
+            tools,
+            max_tokens: self.spec.config().max_tokens,
+            model: self.spec.model.clone(),
+            ..Default::default()
+        };
+        if interrupted || (at_limit && self.iterations > 1) {
+            // The tools stay declared (Anthropic refuses tool results
+            // without them), but the model may not call one.
+            request.tool_choice = ToolChoice::None;
+            let note = if interrupted {
+                INTERRUPTED_NOTE
+            } else {
+                LAST_ITERATION_NOTE
+            };
+            request.messages.push(Message::system(note));
+        }
+        let hooks = self.agent.hooks();
+        Ok(hooks.before_llm(&self.hook_scope(), request).await?)
+    }
+
     /// A graceful interrupt dropped the model call: the turn ends with the
     /// text it streamed.
-    fn dropped(&self, partial: String, mut messages: Vec<Message>, turn_start: usize) -> Answer {
+    fn dropped(&self, partial: String, mut convo: Conversation) -> Answer {
         if !partial.is_empty() {
-            messages.push(Message::Assistant {
+            convo.messages.push(Message::Assistant {
                 content: partial.clone(),
                 tool_calls: Vec::new(),
             });
@@ -404,7 +450,7 @@ impl Turn {
         Answer {
             text: partial,
             reason: "interrupted",
-            messages: messages.split_off(turn_start),
+            messages: convo.messages.split_off(convo.turn_start),
         }
     }
 

@@ -9,6 +9,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::settings::{AgentSettings, Config, ModelRef};
 use crate::agent::AgentConfig;
+use crate::agent::context::{self, CompactionModel, ContextConfig};
 use crate::agent::profile::{Profile, Profiles};
 use crate::llm::scripted::ScriptError;
 use crate::llm::{Chain, Provider, ProviderConfig, ProviderKind};
@@ -114,6 +115,33 @@ impl Config {
             session_policy: agent.session_policy,
             commands: agent.commands,
             approvals: agent.approvals.clone(),
+            context: self.context_config(agent),
+        }
+    }
+
+    /// How `agent`'s context is kept in its window: the least context
+    /// window of its chain's models (declared, else their family's), and
+    /// its `[agents.NAME.compaction]`. The compaction model's chain is
+    /// built by [`Config::profiles`].
+    pub fn context_config(&self, agent: &AgentSettings) -> ContextConfig {
+        let window = (agent.model.iter())
+            .map(|m| {
+                let declared = self.providers.get(&m.provider)?.models.get(&m.model);
+                declared
+                    .and_then(|d| d.context_window)
+                    .or_else(|| context::family_window(&m.model))
+            })
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|windows| windows.into_iter().min());
+        let c = &agent.compaction;
+        ContextConfig {
+            window,
+            threshold: c.threshold,
+            keep_user_turns: c.keep_user_turns as usize,
+            prompt: c.prompt.clone(),
+            tool_result_fraction: c.tool_result_fraction,
+            model: None,
+            enabled: c.enabled,
         }
     }
 
@@ -129,14 +157,25 @@ impl Config {
         let mut agents = Vec::new();
         let mut unavailable = BTreeMap::new();
         for (name, settings) in &self.agents {
-            match self.chain(settings, &env) {
-                Ok(chain) => agents.push(Profile {
-                    name: name.clone(),
-                    chain: Arc::new(chain),
-                    config: self.agent_config(settings),
-                }),
-                Err(e) if *name == self.default_agent => return Err(e),
-                Err(e) => {
+            let compaction = (settings.compaction.model.as_ref()).map(|model| {
+                let only = AgentSettings {
+                    model: vec![model.clone()],
+                    ..(**settings).clone()
+                };
+                self.chain(&only, &env)
+            });
+            match (self.chain(settings, &env), compaction.transpose()) {
+                (Ok(chain), Ok(compaction)) => {
+                    let mut config = self.agent_config(settings);
+                    config.context.model = compaction.map(|c| CompactionModel(Arc::new(c)));
+                    agents.push(Profile {
+                        name: name.clone(),
+                        chain: Arc::new(chain),
+                        config,
+                    })
+                }
+                (Err(e), _) | (_, Err(e)) if *name == self.default_agent => return Err(e),
+                (Err(e), _) | (_, Err(e)) => {
                     unavailable.insert(name.clone(), e.to_string());
                 }
             }

@@ -154,6 +154,18 @@ fn agent_entries(out: &mut Vec<Entry>, a: &AgentSettings) {
         .put("per_call", int(s.per_call))
         .secs("slot_wait_secs", s.slot_wait)
         .secs("timeout_secs", s.default_timeout);
+    let c = &a.compaction;
+    let model = c
+        .model
+        .as_ref()
+        .map(|m| format!("{}:{}", m.provider, m.model));
+    open(out, format!("{name}.compaction"))
+        .put("enabled", c.enabled)
+        .put("threshold", Value::Float(c.threshold))
+        .put("keep_user_turns", int(c.keep_user_turns))
+        .maybe("model", model.as_deref())
+        .put("prompt", &*c.prompt)
+        .put("tool_result_fraction", Value::Float(c.tool_result_fraction));
     let p = &a.approvals;
     let rules: Vec<Value> = (p.rules.iter())
         .map(|r| {

@@ -74,7 +74,7 @@ pub struct AgentToml {
     pub session_policy: Option<PolicyToml>,
     pub commands: Option<bool>,
     pub subturns: Option<SubturnsToml>,
-    pub compaction: Option<ReservedToml>,
+    pub compaction: Option<CompactionToml>,
     pub approvals: Option<ApprovalsToml>,
 }
 
@@ -147,10 +147,18 @@ pub struct SubturnsToml {
     pub timeout_secs: Option<f64>,
 }
 
-/// A table kept for a later feature: it takes no key yet.
+/// `[agents.NAME.compaction]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReservedToml {}
+pub struct CompactionToml {
+    pub enabled: Option<bool>,
+    pub threshold: Option<f64>,
+    pub keep_user_turns: Option<u64>,
+    /// `PROVIDER:MODEL` of the summarizing call.
+    pub model: Option<String>,
+    pub prompt: Option<String>,
+    pub tool_result_fraction: Option<f64>,
+}
 
 /// `[limits]`.
 #[derive(Debug, Default, Deserialize)]

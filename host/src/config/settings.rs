@@ -112,9 +112,39 @@ pub struct AgentSettings {
     pub approvals: ApprovalSettings,
 }
 
-/// Filled by context compaction; no key is accepted yet.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CompactionSettings {}
+/// `[agents.NAME.compaction]`: when and how the older history is
+/// summarized (see `agent/compaction.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionSettings {
+    /// Compact automatically (the overflow recovery and `/compact` work
+    /// either way).
+    pub enabled: bool,
+    /// The fraction of the usable window past which a request is compacted.
+    pub threshold: f64,
+    /// User turns before the current one kept verbatim.
+    pub keep_user_turns: u32,
+    /// The model that writes summaries (None: the agent's chain).
+    pub model: Option<ModelRef>,
+    /// The summarizing call's system prompt.
+    pub prompt: Arc<str>,
+    /// A tool result longer than this fraction of the usable window goes
+    /// to the model cut.
+    pub tool_result_fraction: f64,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        let d = crate::agent::context::ContextConfig::default();
+        CompactionSettings {
+            enabled: d.enabled,
+            threshold: d.threshold,
+            keep_user_turns: d.keep_user_turns as u32,
+            model: None,
+            prompt: d.prompt,
+            tool_result_fraction: d.tool_result_fraction,
+        }
+    }
+}
 
 /// `[agents.NAME.approvals]`: which tool calls wait for a person.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -303,7 +303,18 @@ pub fn error_message(body: &str) -> String {
         .flatten()
         .find_map(|v| v.as_str().filter(|s| !s.trim().is_empty()));
         if let Some(message) = found {
-            return message.trim().to_string();
+            let message = message.trim().to_string();
+            // llama.cpp gives the sizes beside its message, not in it.
+            let size = |key: &str| {
+                json.pointer(&format!("/error/{key}"))
+                    .and_then(Value::as_u64)
+            };
+            return match (size("n_prompt_tokens"), size("n_ctx")) {
+                (Some(prompt), Some(ctx)) => {
+                    format!("{message} (n_prompt_tokens {prompt}, n_ctx {ctx})")
+                }
+                _ => message,
+            };
         }
     }
     match body.trim() {

@@ -302,6 +302,28 @@ pub async fn policy(
     Ok(Json(json!({ "policy": policy })))
 }
 
+/// `POST /v1/sessions/{key}/compact`: the session's older history
+/// summarized now ([`Op::Compact`]); answers what was summarized and kept.
+pub async fn compact(
+    State(api): State<Api>,
+    SessionKey(session): SessionKey,
+) -> Result<Json<Value>, ApiError> {
+    match api.core().submit(Op::Compact { session }).await? {
+        Accepted::Compacted {
+            summarized,
+            kept,
+            tokens_before,
+            tokens_after,
+        } => Ok(Json(json!({
+            "summarized": summarized,
+            "kept": kept,
+            "tokens_before": tokens_before,
+            "tokens_after": tokens_after,
+        }))),
+        other => unreachable!("a compaction is not answered with {other:?}"),
+    }
+}
+
 /// `GET /v1/sessions/{key}`.
 pub async fn show(
     State(api): State<Api>,

@@ -24,6 +24,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::compactions::HistoryView;
 use crate::llm::Message;
 
 /// About the most bytes of messages the cache keeps.
@@ -57,7 +58,9 @@ struct Entry {
 }
 
 struct Loaded {
-    messages: Vec<Message>,
+    /// The history as a turn reads it (a compacted one starts with its
+    /// summary).
+    view: HistoryView,
     /// The `idx` the next message gets.
     next_idx: i64,
     bytes: usize,
@@ -146,14 +149,14 @@ impl Histories {
     }
 
     /// The history of `session`, if it is held and loaded.
-    pub fn get(&self, session: &str) -> Option<Vec<Message>> {
+    pub fn get(&self, session: &str) -> Option<HistoryView> {
         let mut inner = self.lock();
         inner.clock += 1;
         let clock = inner.clock;
         let entry = inner.entries.get_mut(session)?;
         let loaded = entry.loaded.as_ref()?;
         entry.used = clock;
-        Some(loaded.messages.clone())
+        Some(loaded.view.clone())
     }
 
     /// The `idx` of the next message of `session`, if its history is loaded.
@@ -166,7 +169,7 @@ impl Histories {
     /// `messages`, just read from SQLite, are the history of `session`:
     /// kept if the session is held. Called under the store's connection, in
     /// the same piece of work as the read.
-    pub fn fill(&self, session: &str, messages: &[Message], next_idx: i64) {
+    pub fn fill(&self, session: &str, view: &HistoryView, next_idx: i64) {
         let mut inner = self.lock();
         inner.clock += 1;
         let clock = inner.clock;
@@ -177,9 +180,9 @@ impl Histories {
             return;
         }
         entry.used = clock;
-        let bytes = messages.iter().map(size).sum();
+        let bytes = view.messages.iter().map(size).sum();
         entry.loaded = Some(Loaded {
-            messages: messages.to_vec(),
+            view: view.clone(),
             next_idx,
             bytes,
         });
@@ -212,10 +215,42 @@ impl Histories {
             return;
         }
         let bytes: usize = messages.iter().map(size).sum();
-        loaded.messages.extend_from_slice(messages);
+        loaded.view.messages.extend_from_slice(messages);
         loaded.next_idx += messages.len() as i64;
         loaded.bytes += bytes;
         inner.bytes += bytes;
+        inner.trim(session);
+    }
+
+    /// A compaction of `session` up to `upto_idx` was just committed: its
+    /// cached history becomes `summary` and the messages after that idx.
+    /// Called under the store's connection, right after the commit.
+    pub fn compacted(&self, session: &str, upto_idx: i64, summary: Message) {
+        let mut inner = self.lock();
+        let Some(loaded) = (inner.entries.get_mut(session)).and_then(|e| e.loaded.as_mut()) else {
+            return;
+        };
+        let view = &mut loaded.view;
+        let covered = upto_idx + 1 - view.first_idx;
+        let drop = usize::from(view.summarized) + usize::try_from(covered).unwrap_or(usize::MAX);
+        if covered < 0 || drop > view.messages.len() {
+            // Cannot happen while every write goes through the store.
+            tracing::error!(
+                session,
+                "a compaction does not fit the cached history; reading it again"
+            );
+            let bytes = loaded.bytes;
+            inner.entries.get_mut(session).expect("looked up").loaded = None;
+            inner.bytes -= bytes;
+            return;
+        }
+        view.messages.drain(..drop);
+        view.messages.insert(0, summary);
+        view.summarized = true;
+        view.first_idx = upto_idx + 1;
+        let bytes: usize = view.messages.iter().map(size).sum();
+        let before = std::mem::replace(&mut loaded.bytes, bytes);
+        inner.bytes = inner.bytes - before + bytes;
         inner.trim(session);
     }
 

@@ -107,6 +107,8 @@ impl Turn {
                 .first_model(request.model.as_deref()),
             messages: request.messages.len(),
             tools: request.tools.len(),
+            tokens: self.counted.0,
+            window: self.counted.1,
         }));
         let started = Instant::now();
         let attempt = Mutex::new(Attempt {

@@ -155,6 +155,8 @@ mod tests {
             model: "m".into(),
             messages: 1,
             tools: 0,
+            tokens: 0,
+            window: None,
         })
     }
 

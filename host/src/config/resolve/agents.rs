@@ -15,12 +15,12 @@ use std::sync::Arc;
 use super::super::document::Step;
 use super::super::error::unknown;
 use super::super::file::{
-    AgentToml, ApprovalsToml, ModelSpecToml, PolicyToml, SubturnsToml, ToolsToml,
+    AgentToml, ApprovalsToml, CompactionToml, ModelSpecToml, PolicyToml, SubturnsToml, ToolsToml,
 };
 use super::super::overrides::{AGENT_VAR, AgentFlags, MODEL_VAR};
 use super::super::settings::{
-    AgentSettings, ApprovalRule, ApprovalSettings, DEFAULT_AGENT, LimitsSettings, ModelRef,
-    ProviderSettings, ToolFilter,
+    AgentSettings, ApprovalRule, ApprovalSettings, CompactionSettings, DEFAULT_AGENT,
+    LimitsSettings, ModelRef, ProviderSettings, ToolFilter,
 };
 use super::super::sources::Source;
 use super::{Resolver, positive_secs, range, secs};
@@ -131,8 +131,84 @@ fn agent(
         session_policy,
         commands: t.commands.unwrap_or(true),
         subturns: subturns(r, name, t.subturns.as_ref(), limits.max_subturns),
-        compaction: Default::default(),
+        compaction: compaction(r, name, t.compaction.as_ref(), providers),
         approvals: approvals(r, name, t.approvals.as_ref()),
+    }
+}
+
+/// `[agents.NAME.compaction]`.
+fn compaction(
+    r: &mut Resolver,
+    agent: &str,
+    t: Option<&CompactionToml>,
+    providers: &BTreeMap<String, ProviderSettings>,
+) -> CompactionSettings {
+    let d = CompactionSettings::default();
+    let Some(t) = t else { return d };
+    let at = |key: &'static str| {
+        [
+            Step::Key("agents"),
+            Step::Key(agent),
+            Step::Key("compaction"),
+            Step::Key(key),
+        ]
+    };
+    let fraction = |v: f64| {
+        if v > 0.0 && v <= 1.0 {
+            Ok(v)
+        } else {
+            Err(format!(
+                "expected a number above 0 and at most 1, found {v}"
+            ))
+        }
+    };
+    if t.enabled.is_some() {
+        r.set_source(&at("enabled"), r.file_source(&at("enabled")));
+    }
+    let threshold = r.file(&at("threshold"), t.threshold, d.threshold, fraction);
+    let keep_user_turns = r.file(
+        &at("keep_user_turns"),
+        t.keep_user_turns,
+        d.keep_user_turns,
+        |v| range(0, 1000)(v).map(|v| v as u32),
+    );
+    let tool_result_fraction = r.file(
+        &at("tool_result_fraction"),
+        t.tool_result_fraction,
+        d.tool_result_fraction,
+        fraction,
+    );
+    let prompt = r.file(&at("prompt"), t.prompt.clone(), d.prompt, |v: String| {
+        if v.trim().is_empty() {
+            Err("expected the summarizing call's instructions, found an empty text".into())
+        } else {
+            Ok(v.into())
+        }
+    });
+    let model = t.model.as_ref().and_then(|spec| {
+        let key = at("model");
+        match parse_chain(spec, providers) {
+            Ok(models) if models.len() == 1 => {
+                r.set_source(&key, r.file_source(&key));
+                models.into_iter().next()
+            }
+            Ok(_) => {
+                r.fail_in_file(&key, format!("expected one PROVIDER:MODEL, found {spec:?}"));
+                None
+            }
+            Err(e) => {
+                r.fail_in_file(&key, e);
+                None
+            }
+        }
+    });
+    CompactionSettings {
+        enabled: t.enabled.unwrap_or(d.enabled),
+        threshold,
+        keep_user_turns,
+        model,
+        prompt,
+        tool_result_fraction,
     }
 }
 

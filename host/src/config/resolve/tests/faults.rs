@@ -72,11 +72,26 @@ fn an_unknown_key_names_its_line_and_the_nearest_valid_key() {
             "wasmclaw.toml:1:2: limit: unknown key; did you mean `limits`? (expected one of: providers, agents, limits, server, plugins, hooks)"
         ]
     );
-    let text = "[agents.a.compaction]\nthreshold = 0.8\n";
+    let text = "[agents.a.compaction]\nthreshhold = 0.8\n";
     assert_eq!(
         Fixture::new(text, &[]).errors(&Overrides::default(), &[]),
         [
-            "wasmclaw.toml:2:1: agents.a.compaction.threshold: unknown key; this table takes no keys yet"
+            "wasmclaw.toml:2:1: agents.a.compaction.threshhold: unknown key; did you mean `threshold`? (expected one of: enabled, threshold, keep_user_turns, model, prompt, tool_result_fraction)"
+        ]
+    );
+}
+
+#[test]
+fn compaction_values_out_of_range_name_the_key_and_what_was_expected() {
+    let text = "[agents.a.compaction]\nthreshold = 1.5\nkeep_user_turns = 5000\ntool_result_fraction = 0\nmodel = \"nowhere:m\"\nprompt = \" \"\n";
+    assert_eq!(
+        Fixture::new(text, &[]).errors(&Overrides::default(), &[]),
+        [
+            "wasmclaw.toml:2:13: agents.a.compaction.threshold: expected a number above 0 and at most 1, found 1.5",
+            "wasmclaw.toml:3:19: agents.a.compaction.keep_user_turns: expected 0 to 1000, found 5000",
+            "wasmclaw.toml:4:24: agents.a.compaction.tool_result_fraction: expected a number above 0 and at most 1, found 0",
+            "wasmclaw.toml:5:9: agents.a.compaction.model: unknown provider `nowhere` (expected one of: anthropic, ollama, openai, scripted)",
+            "wasmclaw.toml:6:10: agents.a.compaction.prompt: expected the summarizing call's instructions, found an empty text",
         ]
     );
 }
