@@ -88,6 +88,7 @@ const HELP: &str = "  /help                  this list
   /model [SPEC|default]  show the session's model, use SPEC (PROVIDER:MODEL) for its next turns, or go back to its agent's
   /tools                 the tools the session's agent offers
   /usage                 tokens the session's turns used
+  /compact               summarize the session's older history now (its messages stay in the store)
   /stop                  wind the running turn down: running tools finish, then a last answer
   /abort                 stop the running turn at once
   /session               the session's key, agent, model, policy and what it holds";
@@ -158,7 +159,7 @@ async fn each_command_answers_changes_what_it_says_and_never_reaches_the_model()
         c("/usage").await,
         done(
             "usage",
-            "1 turns: 10 tokens in, 5 out; the last: 10 in, 5 out"
+            "1 turns: 10 tokens in, 5 out; the last: 10 in, 5 out; context: about 107 tokens"
         )
     );
     assert_eq!(
@@ -442,7 +443,7 @@ async fn chat_runs_each_command_from_its_input_and_the_model_sees_none() {
             "agent default (agents: coder, default)",
             "agent coder from the next turn on",
             "add, echo",
-            "1 turns: 10 tokens in, 5 out; the last: 10 in, 5 out",
+            "1 turns: 10 tokens in, 5 out; the last: 10 in, 5 out; context: about 107 tokens",
             "model local:big from the next turn on",
             "session c: agent coder, model local:big, policy steer, idle; 4 messages, 2 turns",
             "unknown command /bogus; the commands are:",
