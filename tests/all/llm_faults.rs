@@ -437,6 +437,12 @@ struct Fault {
 }
 
 /// `reply` for each of the three tries `quick_retries` makes.
+/// A context overflow is tried again once, shortened (see the
+/// compaction tests).
+fn twice(reply: Reply) -> Vec<Reply> {
+    vec![reply; 2]
+}
+
 fn thrice(reply: Reply) -> Vec<Reply> {
     vec![reply; 3]
 }
@@ -544,7 +550,7 @@ async fn each_provider_failure_ends_the_turn_with_its_error_kind() {
             name: "OpenAI's context_length_exceeded",
             wire: "openai",
             stream: true,
-            replies: vec![Reply::ErrorBody {
+            replies: twice(Reply::ErrorBody {
                 code: 400,
                 body: json!({"error": {
                     "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.",
@@ -552,11 +558,13 @@ async fn each_provider_failure_ends_the_turn_with_its_error_kind() {
                     "param": "messages",
                     "code": "context_length_exceeded",
                 }}),
-            }],
+            }),
             setup: as_is,
             kind: TurnErrorKind::ContextTooLong,
             reason: Reason::Is(
-                "openai:m: HTTP 400 Bad Request: This model's maximum context length is 128000 tokens. \
+                "the request was 130412 tokens, more than the model takes (its context window of 128000 tokens), \
+                 even after compacting the history and leaving out the largest tool results; the provider said: \
+                 openai:m: HTTP 400 Bad Request: This model's maximum context length is 128000 tokens. \
                  However, your messages resulted in 130412 tokens. Please reduce the length of the messages.",
             ),
         },
@@ -564,7 +572,7 @@ async fn each_provider_failure_ends_the_turn_with_its_error_kind() {
             name: "OpenAI's code alone",
             wire: "openai",
             stream: false,
-            replies: vec![Reply::ErrorBody {
+            replies: twice(Reply::ErrorBody {
                 code: 400,
                 body: json!({"error": {
                     "message": "Your input exceeds the context window of this model.",
@@ -572,57 +580,68 @@ async fn each_provider_failure_ends_the_turn_with_its_error_kind() {
                     "param": "input",
                     "code": "context_length_exceeded",
                 }}),
-            }],
+            }),
             setup: as_is,
             kind: TurnErrorKind::ContextTooLong,
-            reason: Reason::Is(
-                "openai:m: HTTP 400 Bad Request: Your input exceeds the context window of this model.",
+            reason: Reason::Around(
+                "the request was about ",
+                " tokens (counted here), more than the model takes (its context window), even after compacting \
+                 the history and leaving out the largest tool results; the provider said: openai:m: HTTP 400 Bad \
+                 Request: Your input exceeds the context window of this model.",
             ),
         },
         Fault {
             name: "Anthropic's prompt is too long",
             wire: "anthropic",
             stream: true,
-            replies: vec![Reply::ErrorBody {
+            replies: twice(Reply::ErrorBody {
                 code: 400,
                 body: json!({"type": "error", "error": {
                     "type": "invalid_request_error",
                     "message": "prompt is too long: 210000 tokens > 200000 maximum",
                 }}),
-            }],
+            }),
             setup: as_is,
             kind: TurnErrorKind::ContextTooLong,
             reason: Reason::Is(
-                "anthropic:m: HTTP 400 Bad Request: prompt is too long: 210000 tokens > 200000 maximum",
+                "the request was 210000 tokens, more than the model takes (its context window of 200000 tokens), \
+                 even after compacting the history and leaving out the largest tool results; the provider said: \
+                 anthropic:m: HTTP 400 Bad Request: prompt is too long: 210000 tokens > 200000 maximum",
             ),
         },
         Fault {
             name: "413",
             wire: "anthropic",
             stream: true,
-            replies: vec![status(
+            replies: twice(status(
                 413,
                 "Request exceeds the maximum allowed number of bytes.",
-            )],
+            )),
             setup: as_is,
             kind: TurnErrorKind::ContextTooLong,
-            reason: Reason::Is(
-                "anthropic:m: HTTP 413 Payload Too Large: Request exceeds the maximum allowed number of bytes.",
+            reason: Reason::Around(
+                "the request was about ",
+                " tokens (counted here), more than the model takes (its context window), even after compacting \
+                 the history and leaving out the largest tool results; the provider said: anthropic:m: HTTP 413 \
+                 Payload Too Large: Request exceeds the maximum allowed number of bytes.",
             ),
         },
         Fault {
             name: "a context overflow refused in a stream",
             wire: "openai",
             stream: true,
-            replies: vec![Reply::StreamError {
+            replies: twice(Reply::StreamError {
                 status: 400,
                 error_type: "invalid_request_error".into(),
                 message: "This model's maximum context length is 8192 tokens.".into(),
-            }],
+            }),
             setup: as_is,
             kind: TurnErrorKind::ContextTooLong,
-            reason: Reason::Is(
-                "openai:m: the server reported an error: invalid_request_error: This model's maximum context length is 8192 tokens.",
+            reason: Reason::Around(
+                "the request was about ",
+                " tokens (counted here), more than the model takes (its context window of 8192 tokens), even \
+                 after compacting the history and leaving out the largest tool results; the provider said: openai:m: \
+                 the server reported an error: invalid_request_error: This model's maximum context length is 8192 tokens.",
             ),
         },
         Fault {

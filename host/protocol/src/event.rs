@@ -214,6 +214,9 @@ pub struct CompactionEnd {
     pub summary_chars: usize,
     /// The candidate that wrote the summary, `provider:model`.
     pub model: String,
+    /// The tokens of the summarizing call.
+    #[serde(default)]
+    pub usage: Usage,
     pub duration_ms: f64,
     /// Why it failed (nothing was replaced).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -120,6 +120,7 @@ impl Compaction<'_> {
                 tokens_after: ended.tokens_after,
                 summary_chars: summary.map_or(0, |s| s.text.chars().count()),
                 model: summary.map_or_else(|| self.chain.first_model(None), |s| s.model.clone()),
+                usage: summary.map_or_else(Usage::default, |s| s.usage),
                 duration_ms: millis(started.elapsed()),
                 error,
             }),
