@@ -3,6 +3,9 @@
 //!
 //! - each session's **history**: its messages, one row per [`Message`], in
 //!   order, each tagged with the turn that wrote it;
+//! - each session's **compactions**: summaries of its older history; the
+//!   history a turn reads is the latest summary and the messages after it,
+//!   and every message stays (`store/compactions.rs`);
 //! - each session's **turns**: one row per finished turn, whatever its status
 //!   ([`TurnRecord`]);
 //! - each session's **settings**, when it has chosen any

@@ -8,8 +8,12 @@
 //! (`tool_choice: none`) and adds a note asking for an answer, so a turn that
 //! reaches the limit still ends with one (reason `max_iterations`).
 //!
-//! Before each model call the `before-llm` hooks may change the request (or
-//! end the turn); after it the `after-llm` hooks may change the response.
+//! Before each model call the request is counted against the model's
+//! window, the older history compacted past the threshold, and the request
+//! fitted to the window; a provider's overflow error is recovered from
+//! (see `turn/compact.rs`). Then the `before-llm` hooks may change the
+//! request (or end the turn); after it the `after-llm` hooks may change the
+//! response.
 //!
 //! The turn is steered and interrupted through its [`TurnControl`]:
 //! steering is taken in before each model call (`steering_injected`); a tool
