@@ -47,6 +47,7 @@ pub mod builtins;
 pub mod compaction;
 pub mod context;
 pub mod control;
+pub mod history_search;
 pub mod profile;
 pub mod refusals;
 pub mod registry;

@@ -7,6 +7,7 @@ mod chat;
 mod completions;
 mod config_cmd;
 mod init;
+mod mcp;
 mod new_plugin;
 mod plugins;
 mod plugins_dev;
@@ -75,6 +76,10 @@ pub enum Command {
     /// chat completions, metrics. Stops on SIGINT or SIGTERM, letting
     /// running turns wind down.
     Serve(serve::ServeArgs),
+    /// MCP: serve the plugins' tools (and, by a setting, the named agents)
+    /// to an MCP client on stdin and stdout; `mcp list`: the MCP servers
+    /// whose tools the agents use.
+    Mcp(mcp::McpArgs),
     /// The turns of a session, SubTurns under their parents, as recorded.
     Turns {
         /// The session key.
@@ -171,6 +176,16 @@ impl Cli {
                 let config = loader.load()?;
                 serve::serve(&home, &config, loader, args).await
             }
+            Command::Mcp(args) => match &args.command {
+                Some(mcp::McpCommand::List(list)) => {
+                    mcp::list::run(&home, &load(None, None)?, list).await
+                }
+                None => {
+                    let loader = loader(Some(&args.serve.agent), None);
+                    let config = loader.load()?;
+                    mcp::serve::run(&home, &config, loader, &args.serve).await
+                }
+            },
             Command::Turns { session, json } => turns::list(&home, session, *json).await,
             Command::Init { force } => init::run(&home, self.config.as_deref(), *force),
             Command::Config(cmd) => cmd.run(&home, self.config.as_deref(), &self.plugins),

@@ -43,6 +43,7 @@ pub mod document;
 pub mod entries;
 pub mod error;
 pub mod file;
+pub mod mcp;
 pub mod overrides;
 pub mod resolve;
 pub mod settings;

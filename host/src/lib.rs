@@ -27,6 +27,8 @@
 //!   `before-*` and `after-*` hooks, and `on-event` observers.
 //! - [`llm`]: model providers (OpenAI-compatible, Anthropic, scripted) and the
 //!   fallback chain.
+//! - [`mcp`]: MCP both ways: the tools of MCP servers in the registry, and
+//!   wasmclaw's tools and agents served to MCP clients.
 //! - [`store`]: sessions' history, turns and the event log, in SQLite.
 //! - [`plugin`]: the plugin runtime: the operator's policy (grants, network,
 //!   secrets), the sandbox (engine, compile cache, per-call store and limits),
@@ -50,6 +52,7 @@ pub mod core;
 pub mod home;
 pub mod hooks;
 pub mod llm;
+pub mod mcp;
 pub mod plugin;
 pub mod scheduler;
 pub mod server;

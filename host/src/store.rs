@@ -63,6 +63,7 @@ mod compactions;
 mod event_log;
 mod history;
 mod owner_only;
+pub mod search;
 mod tree;
 mod write;
 
@@ -195,6 +196,9 @@ const MIGRATIONS: &[&str] = &[
         created_at    TEXT NOT NULL,
         PRIMARY KEY (session, seq)
     ) STRICT, WITHOUT ROWID;",
+    // 9: the full-text index of every stored message, for `history_search`
+    // (see `store/search.rs`).
+    search::MIGRATION,
 ];
 
 /// What a session chose for itself, as the store keeps it: each field None
@@ -389,6 +393,36 @@ impl Store {
         self.with_conn(move |conn| compactions::originals(conn, &key))
             .await
             .with_context(|| format!("reading the messages of session {session}"))
+    }
+
+    /// The stored messages of `session` matching `query` (words; see
+    /// `store/search.rs`), best first, at most `limit`.
+    pub async fn search_history(
+        &self,
+        session: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<search::Hit>> {
+        let (key, query) = (session.to_string(), query.to_string());
+        self.with_conn(move |conn| search::search(conn, &key, &query, limit))
+            .await
+            .with_context(|| format!("searching the history of session {session}"))
+    }
+
+    /// Message `idx` of `session`, as stored.
+    pub async fn stored_message(&self, session: &str, idx: i64) -> Result<Option<Message>> {
+        let key = session.to_string();
+        self.with_conn(move |conn| search::message(conn, &key, idx))
+            .await
+            .with_context(|| format!("reading message {idx} of session {session}"))
+    }
+
+    /// The whole output of tool call `call_id` of `session`.
+    pub async fn tool_output(&self, session: &str, call_id: &str) -> Result<Option<String>> {
+        let (key, id) = (session.to_string(), call_id.to_string());
+        self.with_conn(move |conn| search::tool_output(conn, &key, &id))
+            .await
+            .with_context(|| format!("reading tool call {call_id} of session {session}"))
     }
 
     /// The compactions of `session`, oldest first.

@@ -108,18 +108,40 @@ async fn three_hundred_turns_with_large_tool_outputs_stay_within_a_4000_token_wi
     // Each summary carries the facts of the one before it.
     let kept = facts(&latest.summary);
     assert!(kept.contains(&"fact-3".to_string()), "{kept:?}");
-    // The session goes on, and a tool call reaches what it holds: with
-    // `history_search`, this asks for turn 3's fact.
-    let output = tool_output_in_a_turn(
-        &core,
-        &mut events,
-        "long",
-        "echo",
-        json!({"text": "turn 301"}),
-        LIMIT,
-    )
-    .await;
-    assert_eq!(output, "turn 301");
+    // At turn 301, `history_search` finds turn 3's fact in its stored
+    // messages: the user's, the call's, its result and the answer.
+    let args = json!({"query": "fact-3"});
+    let found =
+        tool_output_in_a_turn(&core, &mut events, "long", "history_search", args, LIMIT).await;
+    assert!(
+        found.starts_with("4 earlier messages match \"fact-3\", best first:\n"),
+        "{found}"
+    );
+    let mut idxs: Vec<&str> = (found.lines())
+        .filter_map(|l| l.strip_prefix("- message "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    idxs.sort();
+    assert_eq!(idxs, ["10", "11", "8", "9"], "{found}");
+    let Message::Tool { tool_call_id, .. } = &originals[10] else {
+        unreachable!()
+    };
+    assert!(
+        found.contains(&format!(
+            "- message 10 (result of echo (call_id {tool_call_id}), 1500 bytes): [fact-3] The quick"
+        )),
+        "{found}"
+    );
+    // And reads it whole.
+    let args = json!({"message": 10});
+    let read =
+        tool_output_in_a_turn(&core, &mut events, "long", "history_search", args, LIMIT).await;
+    assert_eq!(
+        read,
+        format!(
+            "message 10 (result of echo, call_id {tool_call_id}), bytes 0..1500 of 1500:\n{content}"
+        )
+    );
 }
 
 /// A session of six long exchanges (about 3,450 tokens as the fake model
@@ -226,7 +248,8 @@ async fn when_compaction_is_not_enough_the_largest_older_tool_result_is_left_out
     assert_eq!(results.len(), 2);
     assert_eq!(
         results[0],
-        "[left out of this request: the result of tool call call_1 (echo): 6000 bytes, too long for the model's context window]"
+        "[left out of this request: the result of tool call call_1 (echo): 6000 bytes, too long for the model's context window; \
+         read it with history_search {\"call_id\": \"call_1\"}]"
     );
     assert!(
         results[1].starts_with("fact-2 ") && results[1].len() == 6000,
@@ -551,7 +574,10 @@ async fn a_tool_result_past_its_share_of_the_window_goes_to_the_model_cut_and_st
     let cut = &sent[0];
     assert!(cut.starts_with("fact-1 The quick"), "{cut}");
     assert!(
-        cut.contains("bytes of this tool result left out here to fit the model's context window; the whole result is kept in the session's history ...]"),
+        cut.contains(
+            "bytes left out here to fit the model's context window; \
+             read the whole result with history_search {\"call_id\": \"call_0\"} ...]"
+        ),
         "{cut}"
     );
     // A quarter of the usable window (about 1,200 tokens) and the marker.

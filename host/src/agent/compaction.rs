@@ -138,7 +138,7 @@ fn transcript(messages: &[Message], max: usize) -> String {
     } else {
         usize::MAX
     };
-    let lines: Vec<String> = lines.iter().map(|l| truncate(l, share)).collect();
+    let lines: Vec<String> = lines.iter().map(|l| truncate(l, share, "")).collect();
     lines.join("\n\n")
 }
 

@@ -25,6 +25,7 @@ pub struct ConfigToml {
     pub server: Option<ServerToml>,
     pub plugins: Option<PluginsToml>,
     pub hooks: Option<HooksToml>,
+    pub mcp: Option<super::mcp::McpToml>,
 }
 
 /// `[providers.NAME]`.

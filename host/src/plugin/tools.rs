@@ -75,9 +75,10 @@ impl std::fmt::Debug for Tool {
 /// The names of the host's built-in tools, which no plugin tool may take:
 /// the model would see two tools of one name, and a call would reach only
 /// one of them.
-pub const RESERVED_TOOL_NAMES: [&str; 2] = [
+pub const RESERVED_TOOL_NAMES: [&str; 3] = [
     crate::agent::subturn::SPAWN,
     crate::agent::subturn::SUBAGENT,
+    crate::agent::history_search::HISTORY_SEARCH,
 ];
 
 /// Whether the OpenAI and Anthropic APIs accept `name` as a tool name:

@@ -2,12 +2,13 @@
 //! ones left out. Only the request changes; the history keeps them whole.
 
 use super::{estimate, estimate_text};
+use crate::agent::history_search::HISTORY_SEARCH;
 use crate::llm::Message;
 
 /// `content` in at most about `max` bytes: its start and its end, and in
-/// between a marker that says how much was left out. Unchanged when it
-/// fits.
-pub fn truncate(content: &str, max: usize) -> String {
+/// between a marker that says how much was left out, then `why`. Unchanged
+/// when it fits.
+pub fn truncate(content: &str, max: usize, why: &str) -> String {
     if content.len() <= max {
         return content.to_string();
     }
@@ -15,8 +16,7 @@ pub fn truncate(content: &str, max: usize) -> String {
     let tail = ceil(content, content.len() - max / 3);
     let left_out = tail - head;
     format!(
-        "{}\n[... {left_out} bytes of this tool result left out here to fit the model's context window; \
-         the whole result is kept in the session's history ...]\n{}",
+        "{}\n[... {left_out} bytes left out here{why} ...]\n{}",
         &content[..head],
         &content[tail..]
     )
@@ -43,10 +43,18 @@ fn ceil(text: &str, mut at: usize) -> usize {
 pub fn cap_tool_results(messages: &mut [Message], max: usize) -> usize {
     let mut cut = 0;
     for message in messages {
-        if let Message::Tool { content, .. } = message
+        if let Message::Tool {
+            content,
+            tool_call_id,
+            ..
+        } = message
             && content.len() > max
         {
-            *content = truncate(content, max);
+            let why = format!(
+                " to fit the model's context window; read the whole result with \
+                 {HISTORY_SEARCH} {{\"call_id\": {tool_call_id:?}}}"
+            );
+            *content = truncate(content, max, &why);
             cut += 1;
         }
     }
@@ -88,7 +96,8 @@ pub fn middle_out(messages: &mut [Message], whole: &[Message], recent: usize, ne
                 _ => content.len(),
             };
             let marker = format!(
-                "{MARKER} {tool_call_id} ({name}): {bytes} bytes, too long for the model's context window]"
+                "{MARKER} {tool_call_id} ({name}): {bytes} bytes, too long for the model's context window; \
+                 read it with {HISTORY_SEARCH} {{\"call_id\": {tool_call_id:?}}}]"
             );
             let after = estimate_text(&marker);
             *content = marker;
@@ -120,14 +129,14 @@ mod tests {
     #[test]
     fn a_long_result_keeps_its_start_and_end_around_a_marker() {
         let text = format!("{}{}", "a".repeat(600), "z".repeat(400));
-        let cut = truncate(&text, 300);
+        let cut = truncate(&text, 300, ", because");
         assert!(cut.starts_with(&"a".repeat(200)), "{cut}");
         assert!(cut.ends_with(&format!("\n{}", "z".repeat(100))), "{cut}");
-        assert!(cut.contains("[... 700 bytes of this tool result left out here"));
-        assert_eq!(truncate("short", 300), "short");
+        assert!(cut.contains("\n[... 700 bytes left out here, because ...]\n"));
+        assert_eq!(truncate("short", 300, ""), "short");
         // Never inside a character.
         let wide = "é".repeat(500);
-        assert!(truncate(&wide, 301).contains("bytes of this tool result left out"));
+        assert!(truncate(&wide, 301, "").contains("bytes left out here"));
     }
 
     #[test]

@@ -1,0 +1,8 @@
+//! `[mcp.server]`: wasmclaw as an MCP server.
+
+use serde::Deserialize;
+
+/// `[mcp.server]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServeToml {}

@@ -1,0 +1,11 @@
+//! MCP (the Model Context Protocol) both ways, on the official Rust SDK
+//! (`rmcp`):
+//! - [`client`]: the tools of the MCP servers in `[mcp.servers.NAME]`
+//!   join the tool registry beside the plugins' (a
+//!   [`crate::agent::registry::ToolSource`] per server);
+//! - [`server`]: wasmclaw's own tools (and, by a setting, its named agents)
+//!   served to MCP clients, over stdio (`wasmclaw mcp`) and streamable HTTP
+//!   (`/mcp` on `wasmclaw serve`).
+
+pub mod client;
+pub mod server;

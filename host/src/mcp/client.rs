@@ -1,0 +1,1 @@
+//! wasmclaw as an MCP client: the servers of `[mcp.servers.NAME]`.

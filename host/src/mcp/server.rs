@@ -1,0 +1,1 @@
+//! wasmclaw as an MCP server: the plugins' tools and the named agents.

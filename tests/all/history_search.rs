@@ -1,0 +1,1 @@
+//! `history_search`: the model finds what a compaction summary dropped.
