@@ -223,7 +223,7 @@ async fn an_overflow_error_of_each_provider_compacts_and_retries() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn when_compaction_is_not_enough_the_largest_older_tool_result_is_left_out() {
-    let fake = long_session::model(Some(6500), Served::OpenAi).await;
+    let fake = long_session::model(Some(6800), Served::OpenAi).await;
     let dir = PluginDir::new();
     // No result is cut for its own length here.
     let mut config = config(None);
@@ -248,8 +248,7 @@ async fn when_compaction_is_not_enough_the_largest_older_tool_result_is_left_out
     assert_eq!(results.len(), 2);
     assert_eq!(
         results[0],
-        "[left out of this request: the result of tool call call_1 (echo): 6000 bytes, too long for the model's context window; \
-         read it with history_search {\"call_id\": \"call_1\"}]"
+        "[left out of this request: tool call call_1 (echo), 6000 bytes; history_search {\"call_id\": \"call_1\"} reads it]"
     );
     assert!(
         results[1].starts_with("fact-2 ") && results[1].len() == 6000,
@@ -576,7 +575,7 @@ async fn a_tool_result_past_its_share_of_the_window_goes_to_the_model_cut_and_st
     assert!(
         cut.contains(
             "bytes left out here to fit the model's context window; \
-             read the whole result with history_search {\"call_id\": \"call_0\"} ...]"
+             read the whole result with history_search {\"call_id\": \"call_1\"} ...]"
         ),
         "{cut}"
     );

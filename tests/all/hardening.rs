@@ -148,7 +148,7 @@ async fn a_plugin_tool_may_not_take_a_built_in_tools_name() {
     let plugins = dir.load().await;
     assert_eq!(
         load_error(&plugins, "reserved_name"),
-        "tool name \"spawn\" is reserved: the host's built-in tools (spawn, subagent) cannot be offered by a plugin; rename it"
+        "tool name \"spawn\" is reserved: the host's built-in tools (spawn, subagent, history_search) cannot be offered by a plugin; rename it"
     );
     // So no call reaches the plugin's tool of that name.
     let err = plugins.call(&ctx(), "spawn", "{}").await.unwrap_err();

@@ -6,8 +6,10 @@
 //! One of three requests:
 //! - `{"query": "words", "limit": 5}`: the best matching messages, each
 //!   with its `idx`, who wrote it and the matching part;
-//! - `{"message": 12, "offset": 0}`: message 12, a page of
-//!   [`PAGE_BYTES`] from `offset`;
+//! - `{"message": 12, "offset": 0, "bytes": 4096}`: message 12, a page of
+//!   `bytes` (default [`PAGE_BYTES`], at most [`MAX_PAGE_BYTES`]) from
+//!   `offset`: a page longer than the model's share of its window for one
+//!   tool result would reach it cut, so the model may ask for less;
 //! - `{"call_id": "c7", "offset": 0}`: the whole result of tool call `c7`,
 //!   paged the same way (also a call of the running turn, from the event
 //!   log, once it is written there: within a second).
@@ -27,8 +29,11 @@ use crate::store::search::{Hit, MAX_QUERY_BYTES};
 
 pub const HISTORY_SEARCH: &str = "history_search";
 
-/// The most bytes one read returns.
-pub const PAGE_BYTES: usize = 8192;
+/// The bytes one read returns, unless asked for another number, and the
+/// bounds of that number.
+pub const PAGE_BYTES: usize = 4096;
+pub const MIN_PAGE_BYTES: usize = 256;
+pub const MAX_PAGE_BYTES: usize = 16384;
 
 /// The most messages a search returns, and the default.
 const MAX_LIMIT: usize = 20;
@@ -43,6 +48,7 @@ struct Request {
     call_id: Option<String>,
     #[serde(default)]
     offset: usize,
+    bytes: Option<usize>,
 }
 
 pub fn definition() -> Tool {
@@ -59,7 +65,8 @@ pub fn definition() -> Tool {
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "How many messages to return (default 5)."},
                 "message": {"type": "integer", "minimum": 0, "description": "Read the message with this idx."},
                 "call_id": {"type": "string", "maxLength": 256, "description": "Read the whole result of this tool call."},
-                "offset": {"type": "integer", "minimum": 0, "description": "Where to start reading, in bytes."}
+                "offset": {"type": "integer", "minimum": 0, "description": "Where to start reading, in bytes."},
+                "bytes": {"type": "integer", "minimum": MIN_PAGE_BYTES, "maximum": MAX_PAGE_BYTES, "description": "How many bytes to read (default 4096)."}
             },
             "additionalProperties": false
         }),
@@ -79,6 +86,7 @@ pub async fn run(parent: &Parent, arguments: &str) -> Result<String, ToolError> 
     let request: Request = serde_json::from_str(arguments)
         .map_err(|e| invalid(format!("arguments of '{HISTORY_SEARCH}': {e}")))?;
     let store = &parent.agent.store;
+    let bytes = (request.bytes.unwrap_or(PAGE_BYTES)).clamp(MIN_PAGE_BYTES, MAX_PAGE_BYTES);
     let session = parent.control.session.as_str();
     match (&request.query, request.message, &request.call_id) {
         (Some(query), None, None) => {
@@ -107,6 +115,7 @@ pub async fn run(parent: &Parent, arguments: &str) -> Result<String, ToolError> 
                 &what,
                 &text(&message),
                 request.offset,
+                bytes,
                 &format!("\"message\": {idx}"),
             )
         }
@@ -128,6 +137,7 @@ pub async fn run(parent: &Parent, arguments: &str) -> Result<String, ToolError> 
                 &what,
                 &output,
                 request.offset,
+                bytes,
                 &format!("\"call_id\": {call_id:?}"),
             )
         }
@@ -197,9 +207,15 @@ fn text(message: &Message) -> String {
     }
 }
 
-/// At most [`PAGE_BYTES`] of `whole` from `offset` (moved back to a char
+/// At most `bytes` of `whole` from `offset` (moved back to a char
 /// boundary), with a heading and, when more follows, how to read it.
-fn page(what: &str, whole: &str, offset: usize, again: &str) -> Result<String, ToolError> {
+fn page(
+    what: &str,
+    whole: &str,
+    offset: usize,
+    bytes: usize,
+    again: &str,
+) -> Result<String, ToolError> {
     if offset > whole.len() {
         return Err(invalid(format!(
             "offset {offset} is past the end of {what} ({} bytes)",
@@ -207,7 +223,7 @@ fn page(what: &str, whole: &str, offset: usize, again: &str) -> Result<String, T
         )));
     }
     let start = floor(whole, offset);
-    let end = floor(whole, (start + PAGE_BYTES).min(whole.len()));
+    let end = floor(whole, (start + bytes).min(whole.len()));
     let mut out = format!(
         "{what}, bytes {start}..{end} of {}:\n{}",
         whole.len(),
@@ -237,17 +253,19 @@ mod tests {
     #[test]
     fn a_page_stops_on_a_char_boundary_and_says_how_to_read_on() {
         let whole = "é".repeat(PAGE_BYTES); // 2 bytes each
-        let first = page("m", &whole, 0, "\"message\": 1").unwrap();
+        let third = page("m", &whole, 0, 1001, "\"message\": 1").unwrap();
+        assert!(third.starts_with("m, bytes 0..1000 of"), "{third}");
+        let first = page("m", &whole, 0, PAGE_BYTES, "\"message\": 1").unwrap();
         assert!(first.starts_with(&format!("m, bytes 0..{PAGE_BYTES} of {}:\n", whole.len())));
         assert!(first.ends_with(&format!(
             "[{PAGE_BYTES} more bytes: read on with {{\"message\": 1, \"offset\": {PAGE_BYTES}}}]"
         )));
         // An offset inside a char starts at its beginning.
-        let odd = page("m", &whole, 3, "\"message\": 1").unwrap();
+        let odd = page("m", &whole, 3, PAGE_BYTES, "\"message\": 1").unwrap();
         assert!(odd.starts_with("m, bytes 2.."), "{odd}");
-        let last = page("m", &whole, whole.len() - 2, "\"message\": 1").unwrap();
+        let last = page("m", &whole, whole.len() - 2, PAGE_BYTES, "\"message\": 1").unwrap();
         assert!(last.ends_with(":\né"), "{last}");
-        let past = page("m", "abc", 4, "x").unwrap_err();
+        let past = page("m", "abc", 4, PAGE_BYTES, "x").unwrap_err();
         assert_eq!(past.message, "offset 4 is past the end of m (3 bytes)");
     }
 

@@ -96,8 +96,7 @@ pub fn middle_out(messages: &mut [Message], whole: &[Message], recent: usize, ne
                 _ => content.len(),
             };
             let marker = format!(
-                "{MARKER} {tool_call_id} ({name}): {bytes} bytes, too long for the model's context window; \
-                 read it with {HISTORY_SEARCH} {{\"call_id\": {tool_call_id:?}}}]"
+                "{MARKER} {tool_call_id} ({name}), {bytes} bytes; {HISTORY_SEARCH} {{\"call_id\": {tool_call_id:?}}} reads it]"
             );
             let after = estimate_text(&marker);
             *content = marker;
@@ -107,7 +106,7 @@ pub fn middle_out(messages: &mut [Message], whole: &[Message], recent: usize, ne
     saved
 }
 
-const MARKER: &str = "[left out of this request: the result of tool call";
+const MARKER: &str = "[left out of this request: tool call";
 
 fn is_marker(content: &str) -> bool {
     content.starts_with(MARKER)
@@ -154,14 +153,11 @@ mod tests {
         assert!(saved >= 500, "{saved}");
         let texts: Vec<String> = (messages.iter())
             .map(|m| match m {
-                Message::Tool { content, .. } => content.chars().take(59).collect(),
+                Message::Tool { content, .. } => content.chars().take(46).collect(),
                 _ => String::new(),
             })
             .collect();
-        assert_eq!(
-            texts[2],
-            "[left out of this request: the result of tool call b (echo)"
-        );
+        assert_eq!(texts[2], "[left out of this request: tool call b (echo),");
         assert!(
             texts[1].starts_with('é') && texts[3].starts_with('é') && texts[4].starts_with('é')
         );
