@@ -380,13 +380,13 @@ mod tests {
 
     #[test]
     fn the_built_in_tools_names_are_reserved() {
-        for name in ["spawn", "subagent"] {
+        for name in ["spawn", "subagent", "history_search"] {
             let err = validate_specs(vec![spec("ok", ADD), spec(name, ADD)], SchemaCheck::Now)
                 .unwrap_err();
             assert_eq!(
                 err,
                 format!(
-                    "tool name \"{name}\" is reserved: the host's built-in tools (spawn, subagent) cannot be offered by a plugin; rename it"
+                    "tool name \"{name}\" is reserved: the host's built-in tools (spawn, subagent, history_search) cannot be offered by a plugin; rename it"
                 )
             );
         }
