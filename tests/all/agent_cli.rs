@@ -319,7 +319,7 @@ async fn chat_streams_the_answer_and_shows_tool_calls_as_they_run() {
         shown,
         [
             "wasmclaw chat: agent default, model openai:m, session c1 (continue it later with --session c1)",
-            "tools: add, context, count, echo, fail, log, subagent, spawn",
+            "tools: add, context, count, echo, fail, log, subagent, spawn, history_search",
             "Type a message; /help lists the commands; an empty line or /quit ends.",
             "> Adding.",
             "  ⚙ add {\"a\":2,\"b\":3}",

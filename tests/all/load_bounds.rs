@@ -237,7 +237,7 @@ async fn serve_answers_while_plugins_load_and_turns_wait_for_them() {
     let answer = tokio::time::timeout(LIMIT, ask).await.unwrap().unwrap();
     assert_eq!(
         answer["answer"],
-        "add,context,count,echo,fail,log,subagent,spawn"
+        "add,context,count,echo,fail,log,subagent,spawn,history_search"
     );
     let health: Value = client
         .get(format!("{url}/healthz"))

@@ -135,7 +135,14 @@ async fn two_agents_run_at_once_each_with_its_prompt_model_and_tools() {
     }
     for request in &default {
         assert_eq!(request.body["model"], "m-default");
-        let expected = names(&["add", "context", "echo", "spawn", "subagent"]);
+        let expected = names(&[
+            "add",
+            "context",
+            "echo",
+            "history_search",
+            "spawn",
+            "subagent",
+        ]);
         assert_eq!(tool_names(&request.body), expected);
     }
     for i in 0..40 {

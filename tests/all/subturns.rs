@@ -889,7 +889,7 @@ async fn a_child_over_budget_or_failing_does_not_take_its_parent_down() {
                 ids["broken"]
             ),
             "the tool broke, sorry".to_string(),
-            "error (invalid-input): tools: 'rm_rf' not among this turn's tools (add, alloc, context, count, echo, fail, header_objects, huge_output, log, log_flood, open_files, print_flood, read_env, read_path, sleep, spawn, spawn_loop, spin, subagent, trap, wait_gate, write_path)".to_string(),
+            "error (invalid-input): tools: 'rm_rf' not among this turn's tools (add, alloc, context, count, echo, fail, header_objects, history_search, huge_output, log, log_flood, open_files, print_flood, read_env, read_path, sleep, spawn, spawn_loop, spin, subagent, trap, wait_gate, write_path)".to_string(),
         ]
     );
 }

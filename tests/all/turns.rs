@@ -197,7 +197,15 @@ async fn two_iterations_with_one_tool_call(wire: Wire, stream: bool) {
         tool_names,
         // The plugin's tools, then the built-in ones.
         [
-            "add", "context", "count", "echo", "fail", "log", "subagent", "spawn"
+            "add",
+            "context",
+            "count",
+            "echo",
+            "fail",
+            "log",
+            "subagent",
+            "spawn",
+            "history_search"
         ]
     );
     assert_eq!(
@@ -435,7 +443,7 @@ async fn a_turn_at_its_iteration_limit_asks_for_an_answer_without_tools() {
         let last = &fake.requests()[2].body;
         assert_eq!(
             last["tools"].as_array().map(Vec::len),
-            Some(8),
+            Some(9),
             "{wire:?}: {last}"
         );
         let messages = last["messages"].as_array().unwrap();

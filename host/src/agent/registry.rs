@@ -405,7 +405,10 @@ mod tests {
         let plugins = Changing::new("plugins", &["add", "spawn"]);
         let registry = Registry::new(Arc::new(Builtins), vec![plugins]);
         // Listed once, among the built-ins, last.
-        assert_eq!(names(&registry), ["add", "subagent", "spawn", "history_search"]);
+        assert_eq!(
+            names(&registry),
+            ["add", "subagent", "spawn", "history_search"]
+        );
         let spawn = registry.lookup("spawn").unwrap();
         assert_eq!(registry.source_of(&spawn), "built-in");
         // The built-in's schema, not the plugin's.
@@ -420,7 +423,10 @@ mod tests {
         let first = Changing::new("first", &["b", "a"]);
         let second = Changing::new("second", &["a", "c"]);
         let registry = Registry::new(Arc::new(Builtins), vec![first, second]);
-        assert_eq!(names(&registry), ["b", "a", "c", "subagent", "spawn", "history_search"]);
+        assert_eq!(
+            names(&registry),
+            ["b", "a", "c", "subagent", "spawn", "history_search"]
+        );
         let a = registry.lookup("a").unwrap();
         assert_eq!(registry.source_of(&a), "first");
     }
@@ -461,7 +467,10 @@ mod tests {
         assert!(registry.lookup("echo").is_ok());
         let after = registry.defs();
         assert!(!Arc::ptr_eq(&before, &after));
-        assert_eq!(names(&registry), ["add", "echo", "subagent", "spawn", "history_search"]);
+        assert_eq!(
+            names(&registry),
+            ["add", "echo", "subagent", "spawn", "history_search"]
+        );
 
         plugins.offer(&[]);
         assert!(registry.lookup("add").is_err());
