@@ -287,16 +287,13 @@ async fn replace(
     let tokens_after = fixed
         + estimate_all(&[summary_message(&summary.text)])
         + estimate_all(&view.messages[range.end..]);
-    let upto_idx = view
-        .idx_of(range.end - 1)
-        .expect("a range holds more than a summary");
-    let record = CompactionRecord {
-        upto_idx,
-        summary: summary.text.clone(),
+    let record = CompactionRecord::covering(
+        view,
+        range.end - 1,
+        &summary.text,
         tokens_before,
         tokens_after,
-        created_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-    };
+    );
     (agent.store.compact(session, record).await).map_err(|e| format!("{e:#}"))?;
     Ok((summary, tokens_after))
 }

@@ -37,6 +37,26 @@ pub struct CompactionRecord {
     pub created_at: String,
 }
 
+impl CompactionRecord {
+    /// A record made now: `summary` covers `view`'s messages up to the one
+    /// at `last` (a position of [`HistoryView::messages`], not the summary).
+    pub fn covering(
+        view: &HistoryView,
+        last: usize,
+        summary: &str,
+        tokens_before: u64,
+        tokens_after: u64,
+    ) -> CompactionRecord {
+        CompactionRecord {
+            upto_idx: view.idx_of(last).expect("a compaction covers a message"),
+            summary: summary.to_string(),
+            tokens_before,
+            tokens_after,
+            created_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        }
+    }
+}
+
 /// A session's history as a turn reads it, and where it stands in the
 /// messages table.
 #[derive(Debug, Clone, Default, PartialEq)]

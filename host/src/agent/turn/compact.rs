@@ -318,16 +318,8 @@ impl Turn {
         tokens_before: u64,
         tokens_after: u64,
     ) -> anyhow::Result<()> {
-        let upto_idx = view
-            .idx_of(range.end - 1 - start)
-            .expect("a range holds more than a summary");
-        let record = CompactionRecord {
-            upto_idx,
-            summary: summary.to_string(),
-            tokens_before,
-            tokens_after,
-            created_at: super::now(),
-        };
+        let last = range.end - 1 - start;
+        let record = CompactionRecord::covering(view, last, summary, tokens_before, tokens_after);
         self.agent.store.compact(&self.session, record).await
     }
 }
