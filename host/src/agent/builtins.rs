@@ -25,30 +25,24 @@ pub const SPAWN: &str = "spawn";
 /// Runs one built-in's call, with these arguments, for the turn `parent`.
 type Handler = for<'a> fn(&'a Parent, &'a str, &'a str) -> BoxFuture<'a, Result<String, ToolError>>;
 
-/// A SubTurn's request from the arguments of the built-in `name`.
-fn subturn_request(name: &str, arguments: &str) -> Result<SubTurnRequest, ToolError> {
-    serde_json::from_str(arguments).map_err(|e| {
-        ToolError::new(
-            ErrorKind::InvalidInput,
-            format!("arguments of '{name}': {e}"),
-        )
+/// `subagent` and `spawn`: their arguments are a SubTurn's request.
+fn subturn<'a>(
+    parent: &'a Parent,
+    name: &'a str,
+    arguments: &'a str,
+) -> BoxFuture<'a, Result<String, ToolError>> {
+    Box::pin(async move {
+        let request: SubTurnRequest = serde_json::from_str(arguments).map_err(|e| {
+            ToolError::new(
+                ErrorKind::InvalidInput,
+                format!("arguments of '{name}': {e}"),
+            )
+        })?;
+        match name {
+            SPAWN => parent.spawn_tool(request).await,
+            _ => parent.subagent(request).await,
+        }
     })
-}
-
-fn subagent<'a>(
-    parent: &'a Parent,
-    name: &'a str,
-    arguments: &'a str,
-) -> BoxFuture<'a, Result<String, ToolError>> {
-    Box::pin(async move { parent.subagent(subturn_request(name, arguments)?).await })
-}
-
-fn spawn<'a>(
-    parent: &'a Parent,
-    name: &'a str,
-    arguments: &'a str,
-) -> BoxFuture<'a, Result<String, ToolError>> {
-    Box::pin(async move { parent.spawn_tool(subturn_request(name, arguments)?).await })
 }
 
 fn history_search<'a>(
@@ -88,7 +82,7 @@ static SET: LazyLock<Arc<BuiltinSet>> = LazyLock::new(|| {
                 "Runs a sub-agent on a task and returns its final answer.",
                 parameters.clone(),
             ),
-            subagent as Handler,
+            subturn as Handler,
         ),
         (
             Tool::builtin(
@@ -96,7 +90,7 @@ static SET: LazyLock<Arc<BuiltinSet>> = LazyLock::new(|| {
                 "Starts a sub-agent on a task and returns its id at once; its result arrives as a message later in this turn (or as a new turn if this one has ended).",
                 parameters,
             ),
-            spawn as Handler,
+            subturn as Handler,
         ),
         (
             super::history_search::definition(),
