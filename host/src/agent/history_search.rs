@@ -152,10 +152,10 @@ fn found(query: &str, hits: &[Hit]) -> String {
     if hits.is_empty() {
         return format!("No earlier message of this conversation matches {query:?}.");
     }
-    let mut out = format!(
-        "{} earlier messages match {query:?}, best first:\n",
-        hits.len()
-    );
+    let mut out = match hits.len() {
+        1 => format!("1 earlier message matches {query:?}:\n"),
+        n => format!("{n} earlier messages match {query:?}, best first:\n"),
+    };
     for hit in hits {
         let who = match &hit.tool {
             Some((tool, call)) => format!("result of {tool} (call_id {call})"),
