@@ -1,4 +1,5 @@
-//! wasmclaw as an MCP server: the Python SDK's client over stdio.
+//! wasmclaw as an MCP server: the Python SDK's client over stdio and
+//! streamable HTTP, and the token and the Host/Origin checks on `/mcp`.
 //!
 //! `tests/python/mcp_client.py`, run with the virtualenv `make pyenv`
 //! makes, starts `wasmclaw mcp` on a plugin directory holding the echo and
@@ -12,6 +13,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use wasmclaw_tests::agents::openai;
+use wasmclaw_tests::fake_model::FakeModel;
+use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
 use wasmclaw_tests::{PluginDir, wasmclaw_bin};
 
 /// The whole client run: a hang fails the test.
@@ -34,18 +38,30 @@ fn python() -> PathBuf {
 
 /// Runs `tests/python/mcp_client.py` with `revision` against `wasmclaw mcp`
 /// on `dir`: the JSON object it printed.
-async fn run_client(dir: &PluginDir, revision: &str) -> Value {
+async fn run_stdio(dir: &PluginDir, revision: &str) -> Value {
     let home = dir.scratch("home");
     let plugins = dir.path();
+    let mut args = vec![revision.to_string(), wasmclaw_bin().display().to_string()];
+    args.extend(
+        ["--home", home.to_str().unwrap()]
+            .into_iter()
+            .chain(["--plugins", plugins.to_str().unwrap(), "mcp"])
+            // The agent's model is never called: only its tools are served.
+            .chain(["--model", "openai:unused"])
+            .map(String::from),
+    );
+    run_client(&args).await
+}
+
+/// Runs `tests/python/mcp_client.py` with `args`: the JSON object it
+/// printed.
+async fn run_client(args: &[String]) -> Value {
     let script = repo().join("tests/python/mcp_client.py");
     let run = tokio::process::Command::new(python())
         .arg(&script)
-        .arg(revision)
-        .arg(wasmclaw_bin())
-        .args(["--home", home.to_str().unwrap()])
-        .args(["--plugins", plugins.to_str().unwrap(), "mcp"])
-        // The agent's model is never called: only its tools are served.
-        .args(["--model", "openai:unused"])
+        .args(args)
+        // A proxy in the environment must not take loopback requests.
+        .env("NO_PROXY", "127.0.0.1")
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();
@@ -64,11 +80,21 @@ async fn run_client(dir: &PluginDir, revision: &str) -> Value {
         .unwrap_or_else(|e| panic!("the client printed no JSON object ({e}):\n{stdout}{stderr}"))
 }
 
-async fn lists_and_calls(revision: &str) {
+fn plugins() -> PluginDir {
     let dir = PluginDir::new();
     dir.add("echo");
     dir.add("hostile");
-    let out = run_client(&dir, revision).await;
+    dir
+}
+
+async fn lists_and_calls(revision: &str) {
+    let dir = plugins();
+    let out = run_stdio(&dir, revision).await;
+    check(&out);
+}
+
+/// What the client saw: the tools, `add`'s schema, the exact results.
+fn check(out: &Value) {
     assert_eq!(out["server"], "wasmclaw");
     let tools: Vec<&str> = out["tools"]
         .as_array()
@@ -113,4 +139,81 @@ async fn python_client_lists_and_calls_over_stdio_with_the_handshake() {
 #[tokio::test(flavor = "multi_thread")]
 async fn python_client_lists_and_calls_over_stdio_with_discover() {
     lists_and_calls("modern").await;
+}
+
+/// `serve`'s API on `dir`; its model is never called.
+async fn http_server(dir: &PluginDir) -> (FakeModel, TestServer) {
+    let fake = FakeModel::start([]).await;
+    let candidates = vec![openai(&fake, "model", true)];
+    let server = TestServer::start(dir.load().await, candidates, Setup::default()).await;
+    (fake, server)
+}
+
+async fn lists_and_calls_over_http(revision: &str) {
+    let dir = plugins();
+    let (_fake, server) = http_server(&dir).await;
+    let args = [revision, "--http", &server.at("/mcp"), TOKEN].map(String::from);
+    let out = run_client(&args).await;
+    check(&out);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_client_lists_and_calls_over_http_with_the_handshake() {
+    lists_and_calls_over_http("handshake").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_client_lists_and_calls_over_http_with_discover() {
+    lists_and_calls_over_http("modern").await;
+}
+
+/// An `initialize` request as a client posts it.
+fn initialize() -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}
+        }
+    })
+}
+
+/// Posts `initialize` to `/mcp` with `headers`: the status.
+async fn post(server: &TestServer, token: Option<&str>, headers: &[(&str, &str)]) -> u16 {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut request = client
+        .post(server.at("/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&initialize());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_over_http_needs_the_token_a_loopback_host_and_a_loopback_origin() {
+    let dir = plugins();
+    let (_fake, server) = http_server(&dir).await;
+    assert_eq!(post(&server, None, &[]).await, 401);
+    assert_eq!(post(&server, Some("wrong"), &[]).await, 401);
+    // DNS rebinding: a page of evil.example whose name now points at
+    // 127.0.0.1.
+    let rebound = [("Host", "evil.example:8080")];
+    assert_eq!(post(&server, Some(TOKEN), &rebound).await, 403);
+    let page = [("Origin", "http://evil.example")];
+    assert_eq!(post(&server, Some(TOKEN), &page).await, 403);
+    let local = [("Origin", "http://localhost:3000")];
+    assert_eq!(post(&server, Some(TOKEN), &local).await, 200);
+    assert_eq!(post(&server, Some(TOKEN), &[]).await, 200);
+    server.stop().await;
 }

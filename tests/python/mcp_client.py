@@ -1,10 +1,12 @@
 """The official MCP Python SDK against wasmclaw as an MCP server over stdio.
 
 Usage: mcp_client.py REVISION COMMAND [ARG...]
+       mcp_client.py REVISION --http URL TOKEN
 
 REVISION is `handshake` (the `initialize` handshake) or `modern` (the
-`server/discover` probe). The client starts COMMAND (`wasmclaw ... mcp`),
-lists its tools, calls `add` with good arguments, with a field of the wrong
+`server/discover` probe). The client starts COMMAND (`wasmclaw ... mcp`), or
+talks streamable HTTP to URL (`/mcp` on `wasmclaw serve`) with the bearer
+TOKEN; it lists the tools, calls `add` with good arguments, with a field of the wrong
 type, an unknown tool and a plugin that traps, and prints what it saw as one
 JSON object.
 """
@@ -13,8 +15,10 @@ import asyncio
 import json
 import sys
 
+import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 def result(r):
@@ -26,9 +30,14 @@ def result(r):
 
 async def main():
     revision, command, *args = sys.argv[1:]
-    params = StdioServerParameters(command=command, args=args, env=None)
+    if command == "--http":
+        url, token = args
+        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        transport = streamable_http_client(url, http_client=client)
+    else:
+        transport = stdio_client(StdioServerParameters(command=command, args=args, env=None))
     out = {}
-    async with stdio_client(params) as (read, write):
+    async with transport as (read, write):
         async with ClientSession(read, write) as session:
             if revision == "handshake":
                 init = await session.initialize()
