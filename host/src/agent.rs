@@ -48,6 +48,7 @@ pub mod compaction;
 pub mod context;
 pub mod control;
 pub mod history_search;
+pub mod lone_call;
 pub mod profile;
 pub mod refusals;
 pub mod registry;

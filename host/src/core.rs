@@ -345,6 +345,21 @@ impl Core {
         Ok(spec.tool_defs(&self.inner.agent).as_ref().clone())
     }
 
+    /// Runs one call of `tool` with `arguments` (JSON text) on `session`,
+    /// outside a model turn, as the agent `agent` (`None`: the default):
+    /// the path a model's call takes, hooks, approvals, events and the
+    /// sandbox included (see [`crate::agent::lone_call`]). Dropping the
+    /// future cancels the call.
+    pub async fn call_tool(
+        &self,
+        session: &str,
+        agent: Option<&str>,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<crate::agent::lone_call::LoneResult, ProfileError> {
+        crate::agent::lone_call::call(&self.inner.agent, session, agent, tool, arguments).await
+    }
+
     /// Runs turns that start from now on with `profiles` (a reloaded
     /// configuration: running turns keep the one they started with) and
     /// publishes `config_reloaded` with what changed.

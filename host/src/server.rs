@@ -24,6 +24,7 @@ pub mod approvals;
 pub mod auth;
 pub mod error;
 pub mod events;
+pub mod mcp;
 pub mod metrics;
 pub mod openai;
 pub mod sessions;
@@ -131,6 +132,7 @@ impl Api {
             .route("/v1/chat/completions", post(openai::completions))
             .route("/v1/models", get(openai::models))
             .route("/metrics", get(metrics::render))
+            .nest_service("/mcp", mcp::service(self.core().clone()))
             .route_layer(axum::middleware::from_fn_with_state(
                 self.clone(),
                 auth::require_token,

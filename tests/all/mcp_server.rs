@@ -1,1 +1,219 @@
-//! wasmclaw as an MCP server: the Python SDK's client over stdio and HTTP.
+//! wasmclaw as an MCP server: the Python SDK's client over stdio and
+//! streamable HTTP, and the token and the Host/Origin checks on `/mcp`.
+//!
+//! `tests/python/mcp_client.py`, run with the virtualenv `make pyenv`
+//! makes, starts `wasmclaw mcp` on a plugin directory holding the echo and
+//! the hostile plugins, lists the tools, calls `add` (right, with a field
+//! of the wrong type), an unknown tool and one that traps, and prints what
+//! the SDK saw as JSON, checked here value by value; once with the
+//! `initialize` handshake and once with the `server/discover` probe.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasmclaw_tests::agents::openai;
+use wasmclaw_tests::fake_model::FakeModel;
+use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
+use wasmclaw_tests::{PluginDir, wasmclaw_bin};
+
+/// The whole client run: a hang fails the test.
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn repo() -> PathBuf {
+    let target = wasmclaw_tests::target_dir();
+    target.parent().expect("target is in the repository").into()
+}
+
+fn python() -> PathBuf {
+    let python = wasmclaw_tests::target_dir().join("pyenv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run `make pyenv` (`make test` does) to install the MCP Python SDK",
+        python.display()
+    );
+    python
+}
+
+/// Runs `tests/python/mcp_client.py` with `revision` against `wasmclaw mcp`
+/// on `dir`: the JSON object it printed.
+async fn run_stdio(dir: &PluginDir, revision: &str) -> Value {
+    let home = dir.scratch("home");
+    let plugins = dir.path();
+    let mut args = vec![revision.to_string(), wasmclaw_bin().display().to_string()];
+    args.extend(
+        ["--home", home.to_str().unwrap()]
+            .into_iter()
+            .chain(["--plugins", plugins.to_str().unwrap(), "mcp"])
+            // The agent's model is never called: only its tools are served.
+            .chain(["--model", "openai:unused"])
+            .map(String::from),
+    );
+    run_client(&args).await
+}
+
+/// Runs `tests/python/mcp_client.py` with `args`: the JSON object it
+/// printed.
+async fn run_client(args: &[String]) -> Value {
+    let script = repo().join("tests/python/mcp_client.py");
+    let run = tokio::process::Command::new(python())
+        .arg(&script)
+        .args(args)
+        // A proxy in the environment must not take loopback requests.
+        .env("NO_PROXY", "127.0.0.1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(LIMIT, run)
+        .await
+        .unwrap_or_else(|_| panic!("{} did not finish within {LIMIT:?}", script.display()))
+        .expect("running the Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the Python client failed ({}):\n{stderr}{stdout}",
+        output.status
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("the client printed no JSON object ({e}):\n{stdout}{stderr}"))
+}
+
+fn plugins() -> PluginDir {
+    let dir = PluginDir::new();
+    dir.add("echo");
+    dir.add("hostile");
+    dir
+}
+
+async fn lists_and_calls(revision: &str) {
+    let dir = plugins();
+    let out = run_stdio(&dir, revision).await;
+    check(&out);
+}
+
+/// What the client saw: the tools, `add`'s schema, the exact results.
+fn check(out: &Value) {
+    assert_eq!(out["server"], "wasmclaw");
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for tool in ["add", "echo", "trap", "spin", "sleep"] {
+        assert!(tools.contains(&tool), "{tool} is not in {tools:?}");
+    }
+    assert_eq!(out["add_schema"]["type"], "object");
+    assert_eq!(out["add_schema"]["required"], json!(["a", "b"]));
+    assert_eq!(out["add"], json!({"is_error": false, "text": ["5"]}));
+    let expected = r#"expected {"a": integer, "b": integer} (required: a, b; no other properties)"#;
+    assert_eq!(
+        out["bad_field"],
+        json!({"is_error": true, "text": [format!(
+            r#"error (invalid-input): invalid arguments for add: /a: "two" is not of type "integer"; {expected}"#
+        )]})
+    );
+    assert_eq!(
+        out["unknown"],
+        json!({"is_error": true, "text": [
+            "error (not-found): unknown tool \"nope\"; available tools: add, alloc, context, count, echo, fail, header_objects, huge_output, log, log_flood, open_files, print_flood, read_env, read_path, sleep, spawn_loop, spin, trap, wait_gate, write_path"
+        ]})
+    );
+    assert_eq!(out["trap"]["is_error"], true);
+    let trap = out["trap"]["text"][0].as_str().unwrap();
+    assert!(
+        trap.starts_with(
+            "error (internal): plugin 'hostile' crashed (wasm `unreachable` instruction executed)"
+        ),
+        "{trap}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_client_lists_and_calls_over_stdio_with_the_handshake() {
+    lists_and_calls("handshake").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_client_lists_and_calls_over_stdio_with_discover() {
+    lists_and_calls("modern").await;
+}
+
+/// `serve`'s API on `dir`; its model is never called.
+async fn http_server(dir: &PluginDir) -> (FakeModel, TestServer) {
+    let fake = FakeModel::start([]).await;
+    let candidates = vec![openai(&fake, "model", true)];
+    let server = TestServer::start(dir.load().await, candidates, Setup::default()).await;
+    (fake, server)
+}
+
+async fn lists_and_calls_over_http(revision: &str) {
+    let dir = plugins();
+    let (_fake, server) = http_server(&dir).await;
+    let args = [revision, "--http", &server.at("/mcp"), TOKEN].map(String::from);
+    let out = run_client(&args).await;
+    check(&out);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_client_lists_and_calls_over_http_with_the_handshake() {
+    lists_and_calls_over_http("handshake").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_client_lists_and_calls_over_http_with_discover() {
+    lists_and_calls_over_http("modern").await;
+}
+
+/// An `initialize` request as a client posts it.
+fn initialize() -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}
+        }
+    })
+}
+
+/// Posts `initialize` to `/mcp` with `headers`: the status.
+async fn post(server: &TestServer, token: Option<&str>, headers: &[(&str, &str)]) -> u16 {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut request = client
+        .post(server.at("/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&initialize());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_over_http_needs_the_token_a_loopback_host_and_a_loopback_origin() {
+    let dir = plugins();
+    let (_fake, server) = http_server(&dir).await;
+    assert_eq!(post(&server, None, &[]).await, 401);
+    assert_eq!(post(&server, Some("wrong"), &[]).await, 401);
+    // DNS rebinding: a page of evil.example whose name now points at
+    // 127.0.0.1.
+    let rebound = [("Host", "evil.example:8080")];
+    assert_eq!(post(&server, Some(TOKEN), &rebound).await, 403);
+    let page = [("Origin", "http://evil.example")];
+    assert_eq!(post(&server, Some(TOKEN), &page).await, 403);
+    let local = [("Origin", "http://localhost:3000")];
+    assert_eq!(post(&server, Some(TOKEN), &local).await, 200);
+    assert_eq!(post(&server, Some(TOKEN), &[]).await, 200);
+    server.stop().await;
+}

@@ -52,10 +52,10 @@ use super::turn::{Turn, millis};
 /// is held while publishing, so the end is on the bus before the loser
 /// returns (and so before the turn's own end).
 #[derive(Default)]
-struct EndOnce(Mutex<bool>);
+pub(crate) struct EndOnce(Mutex<bool>);
 
 impl EndOnce {
-    fn publish(&self, bus: &EventBus, scope: &Scope, end: impl FnOnce() -> EventBody) {
+    pub(crate) fn publish(&self, bus: &EventBus, scope: &Scope, end: impl FnOnce() -> EventBody) {
         let mut done = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if !*done {
             *done = true;
@@ -181,7 +181,12 @@ pub async fn run_all<'a>(
     results
 }
 
-async fn run_one(parent: &Parent, call: &ToolCall, end: &EndOnce, refusals: &Refusals) -> Message {
+pub(crate) async fn run_one(
+    parent: &Parent,
+    call: &ToolCall,
+    end: &EndOnce,
+    refusals: &Refusals,
+) -> Message {
     let started = Instant::now();
     let result = call_with_hooks(parent, call).await;
     let duration_ms = millis(started.elapsed());

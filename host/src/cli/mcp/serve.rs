@@ -1,15 +1,24 @@
 //! `wasmclaw mcp`: the plugins' tools (and, by a setting, the named
 //! agents) served to one MCP client over stdin and stdout.
+//!
+//! stdout carries only the protocol's messages; notes and logs go to
+//! stderr. The plugin directory is watched as `serve` watches it: a plugin
+//! added, replaced or removed is told to the client as
+//! `notifications/tools/list_changed`. The server ends when the client
+//! closes stdin, then winds the host down as `serve` does.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
+use rmcp::ServiceExt;
 
 use crate::config::Config;
 use crate::config::overrides::AgentFlags;
 use crate::config::watch::Loader;
 use crate::home::Home;
+use crate::mcp::server::ToolServer;
 
 #[derive(Args, Debug)]
 pub struct McpServeArgs {
@@ -17,11 +26,27 @@ pub struct McpServeArgs {
     pub agent: AgentFlags,
 }
 
+/// How long running calls get to end once the client has gone.
+const GRACE: Duration = Duration::from_secs(5);
+
 pub async fn run(
-    _home: &Home,
-    _config: &Config,
-    _loader: Loader,
+    home: &Home,
+    config: &Config,
+    loader: Loader,
     _args: &McpServeArgs,
 ) -> Result<ExitCode> {
-    bail!("wasmclaw mcp: not available yet")
+    let (core, _home) = crate::cli::agent::start(home, config, false).await?;
+    let _watch = core.watch_plugins()?;
+    let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
+    // The first listing already holds every plugin of the directory.
+    while !core.plugins_scanned() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let server = ToolServer::new(core.clone(), None)
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("starting the MCP session on stdio")?;
+    server.waiting().await.context("serving MCP on stdio")?;
+    core.shut_down(GRACE).await;
+    Ok(ExitCode::SUCCESS)
 }
