@@ -13,6 +13,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use wasmclaw::bus::Filter;
+use wasmclaw::plugin::ErrorKind;
+use wasmclaw::protocol::{EventBody, EventKind};
 use wasmclaw_tests::agents::openai;
 use wasmclaw_tests::fake_model::FakeModel;
 use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
@@ -56,7 +59,12 @@ async fn run_stdio(dir: &PluginDir, revision: &str) -> Value {
 /// Runs `tests/python/mcp_client.py` with `args`: the JSON object it
 /// printed.
 async fn run_client(args: &[String]) -> Value {
-    let script = repo().join("tests/python/mcp_client.py");
+    run_script("mcp_client.py", args).await
+}
+
+/// Runs `tests/python/NAME` with `args`: the JSON object it printed.
+async fn run_script(name: &str, args: &[String]) -> Value {
+    let script = repo().join("tests/python").join(name);
     let run = tokio::process::Command::new(python())
         .arg(&script)
         .args(args)
@@ -215,5 +223,46 @@ async fn mcp_over_http_needs_the_token_a_loopback_host_and_a_loopback_origin() {
     let local = [("Origin", "http://localhost:3000")];
     assert_eq!(post(&server, Some(TOKEN), &local).await, 200);
     assert_eq!(post(&server, Some(TOKEN), &[]).await, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_the_client_cancels_is_stopped() {
+    let dir = plugins();
+    let (_fake, server) = http_server(&dir).await;
+    let filter = Filter {
+        session: None,
+        no_deltas: true,
+        kinds: vec![EventKind::ToolCallEnd],
+    };
+    let mut events = server.core.subscribe(filter, None);
+    let args = [server.at("/mcp"), TOKEN.to_string()];
+    let out = run_script("mcp_client_cancel.py", &args).await;
+    assert_eq!(out, json!({"spin_cancelled": true, "add": ["5"]}));
+    let mut ends = Vec::new();
+    while ends.len() < 2 {
+        let event = tokio::time::timeout(LIMIT, events.recv())
+            .await
+            .expect("the calls end")
+            .expect("the bus is open");
+        let EventBody::ToolCallEnd(end) = &event.body else {
+            continue;
+        };
+        ends.push((end.tool.clone(), end.ok, end.error_kind, end.output.clone()));
+    }
+    // The spinning instance was stopped by the cancellation, not by its
+    // timeout, and the session went on.
+    assert_eq!(
+        ends,
+        vec![
+            (
+                "spin".to_string(),
+                false,
+                Some(ErrorKind::Cancelled),
+                "error (cancelled): the caller cancelled the call".to_string()
+            ),
+            ("add".to_string(), true, None, "5".to_string()),
+        ]
+    );
     server.stop().await;
 }
