@@ -266,3 +266,53 @@ async fn a_call_the_client_cancels_is_stopped() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_client_is_told_when_a_plugin_is_dropped_into_the_directory() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let (_fake, server) = http_server(&dir).await;
+    let _watch = server.core.watch_plugins().unwrap();
+    let script = repo().join("tests/python/mcp_client_reload.py");
+    let mut child = tokio::process::Command::new(python())
+        .arg(&script)
+        .args([server.at("/mcp"), TOKEN.to_string()])
+        .env("NO_PROXY", "127.0.0.1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let listed = tokio::time::timeout(LIMIT, stdout.next_line())
+        .await
+        .expect("the client lists the tools")
+        .unwrap();
+    assert_eq!(listed.as_deref(), Some("listed"));
+    dir.add("hostile");
+    let line = tokio::time::timeout(LIMIT, stdout.next_line())
+        .await
+        .expect("the client sees the change")
+        .unwrap()
+        .expect("the client prints what it saw");
+    let out: Value = serde_json::from_str(&line).unwrap();
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (before, after) = (names(&out["before"]), names(&out["after"]));
+    assert!(!before.contains(&"spin".to_string()), "{before:?}");
+    assert!(before.contains(&"add".to_string()), "{before:?}");
+    assert!(after.contains(&"spin".to_string()), "{after:?}");
+    assert!(after.contains(&"trap".to_string()), "{after:?}");
+    let status = tokio::time::timeout(LIMIT, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+    server.stop().await;
+}
