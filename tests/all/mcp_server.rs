@@ -239,7 +239,7 @@ async fn a_call_the_client_cancels_is_stopped() {
     let args = [server.at("/mcp"), TOKEN.to_string()];
     let out = run_script("mcp_client_cancel.py", &args).await;
     assert_eq!(out, json!({"spin_cancelled": true, "add": ["5"]}));
-    let mut ends = Vec::new();
+    let (mut ends, mut sessions) = (Vec::new(), Vec::new());
     while ends.len() < 2 {
         let event = tokio::time::timeout(LIMIT, events.recv())
             .await
@@ -249,7 +249,12 @@ async fn a_call_the_client_cancels_is_stopped() {
             continue;
         };
         ends.push((end.tool.clone(), end.ok, end.error_kind, end.output.clone()));
+        sessions.push(event.session.clone().unwrap_or_default());
     }
+    // Both calls ran in the client's own session, `mcp:<client name>:<n>`
+    // (the SDK's client calls itself `mcp`).
+    assert_eq!(sessions[0], sessions[1]);
+    assert!(sessions[0].starts_with("mcp:mcp:"), "{}", sessions[0]);
     // The spinning instance was stopped by the cancellation, not by its
     // timeout, and the session went on.
     assert_eq!(
