@@ -227,7 +227,7 @@ async fn mcp_over_http_needs_the_token_a_loopback_host_and_a_loopback_origin() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_call_the_client_cancels_is_stopped() {
+async fn a_call_the_client_cancels_is_stopped_and_a_long_one_reports_progress() {
     let dir = plugins();
     let (_fake, server) = http_server(&dir).await;
     let filter = Filter {
@@ -238,7 +238,16 @@ async fn a_call_the_client_cancels_is_stopped() {
     let mut events = server.core.subscribe(filter, None);
     let args = [server.at("/mcp"), TOKEN.to_string()];
     let out = run_script("mcp_client_cancel.py", &args).await;
-    assert_eq!(out, json!({"spin_cancelled": true, "add": ["5"]}));
+    // A call that runs over a second is told as progress.
+    assert_eq!(
+        out,
+        json!({
+            "spin_cancelled": true,
+            "add": ["5"],
+            "sleep_error": false,
+            "progress": ["sleep running for 1 s"]
+        })
+    );
     let (mut ends, mut sessions) = (Vec::new(), Vec::new());
     while ends.len() < 2 {
         let event = tokio::time::timeout(LIMIT, events.recv())

@@ -4,7 +4,7 @@ Usage: mcp_client_cancel.py URL TOKEN
 
 Calls `spin` (a plugin that never returns), gives up on it after a moment
 (the SDK sends `notifications/cancelled`), then calls `add` on the same
-session and prints what it saw as one JSON object.
+session, then `sleep` for 2.5 s asking for progress, and prints what it saw as one JSON object.
 """
 
 import asyncio
@@ -29,6 +29,14 @@ async def main():
             out["spin_cancelled"] = scope.cancelled_caught
             r = await session.call_tool("add", {"a": 2, "b": 3})
             out["add"] = [c.text for c in r.content]
+            notes = []
+
+            async def on_progress(progress, total, message):
+                notes.append(message)
+
+            r = await session.call_tool("sleep", {"ms": 2500}, progress_callback=on_progress)
+            out["sleep_error"] = bool(r.is_error)
+            out["progress"] = notes[:1]
     print(json.dumps(out))
 
 
