@@ -74,7 +74,7 @@ lint: test
 	@$(STEP) "lints of the test plugins" cargo clippy $(GUESTS) --manifest-path tests/fixtures/Cargo.toml -- -D warnings
 
 # Benchmarks: tables on stdout, figures in
-# target/bench/{runtime,turns,scheduler,subturns,serve,hooks,languages,sse,isolation,idle_sessions,host_cost,many_sessions,compaction}.json.
+# target/bench/{runtime,turns,scheduler,subturns,serve,hooks,languages,sse,isolation,idle_sessions,host_cost,many_sessions,compaction,mcp}.json.
 bench: setup lang-plugins
 	@$(STEP) "building the host (release)" cargo build --release -p wasmclaw
-	@$(STEP) "benchmarks" cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve --bench hooks --bench languages --bench sse --bench isolation --bench idle_sessions --bench host_cost --bench many_sessions --bench compaction
+	@$(STEP) "benchmarks" cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve --bench hooks --bench languages --bench sse --bench isolation --bench idle_sessions --bench host_cost --bench many_sessions --bench compaction --bench mcp

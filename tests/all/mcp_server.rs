@@ -13,6 +13,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use wasmclaw::bus::Filter;
+use wasmclaw::plugin::ErrorKind;
+use wasmclaw::protocol::{EventBody, EventKind};
 use wasmclaw_tests::agents::openai;
 use wasmclaw_tests::fake_model::FakeModel;
 use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
@@ -56,7 +59,12 @@ async fn run_stdio(dir: &PluginDir, revision: &str) -> Value {
 /// Runs `tests/python/mcp_client.py` with `args`: the JSON object it
 /// printed.
 async fn run_client(args: &[String]) -> Value {
-    let script = repo().join("tests/python/mcp_client.py");
+    run_script("mcp_client.py", args).await
+}
+
+/// Runs `tests/python/NAME` with `args`: the JSON object it printed.
+async fn run_script(name: &str, args: &[String]) -> Value {
+    let script = repo().join("tests/python").join(name);
     let run = tokio::process::Command::new(python())
         .arg(&script)
         .args(args)
@@ -215,5 +223,110 @@ async fn mcp_over_http_needs_the_token_a_loopback_host_and_a_loopback_origin() {
     let local = [("Origin", "http://localhost:3000")];
     assert_eq!(post(&server, Some(TOKEN), &local).await, 200);
     assert_eq!(post(&server, Some(TOKEN), &[]).await, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_the_client_cancels_is_stopped_and_a_long_one_reports_progress() {
+    let dir = plugins();
+    let (_fake, server) = http_server(&dir).await;
+    let filter = Filter {
+        session: None,
+        no_deltas: true,
+        kinds: vec![EventKind::ToolCallEnd],
+    };
+    let mut events = server.core.subscribe(filter, None);
+    let args = [server.at("/mcp"), TOKEN.to_string()];
+    let out = run_script("mcp_client_cancel.py", &args).await;
+    // A call that runs over a second is told as progress.
+    assert_eq!(
+        out,
+        json!({
+            "spin_cancelled": true,
+            "add": ["5"],
+            "sleep_error": false,
+            "progress": ["sleep running for 1 s"]
+        })
+    );
+    let (mut ends, mut sessions) = (Vec::new(), Vec::new());
+    while ends.len() < 2 {
+        let event = tokio::time::timeout(LIMIT, events.recv())
+            .await
+            .expect("the calls end")
+            .expect("the bus is open");
+        let EventBody::ToolCallEnd(end) = &event.body else {
+            continue;
+        };
+        ends.push((end.tool.clone(), end.ok, end.error_kind, end.output.clone()));
+        sessions.push(event.session.clone().unwrap_or_default());
+    }
+    // Both calls ran in the client's own session, `mcp:<client name>:<n>`
+    // (the SDK's client calls itself `mcp`).
+    assert_eq!(sessions[0], sessions[1]);
+    assert!(sessions[0].starts_with("mcp:mcp:"), "{}", sessions[0]);
+    // The spinning instance was stopped by the cancellation, not by its
+    // timeout, and the session went on.
+    assert_eq!(
+        ends,
+        vec![
+            (
+                "spin".to_string(),
+                false,
+                Some(ErrorKind::Cancelled),
+                "error (cancelled): the caller cancelled the call".to_string()
+            ),
+            ("add".to_string(), true, None, "5".to_string()),
+        ]
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_client_is_told_when_a_plugin_is_dropped_into_the_directory() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let (_fake, server) = http_server(&dir).await;
+    let _watch = server.core.watch_plugins().unwrap();
+    let script = repo().join("tests/python/mcp_client_reload.py");
+    let mut child = tokio::process::Command::new(python())
+        .arg(&script)
+        .args([server.at("/mcp"), TOKEN.to_string()])
+        .env("NO_PROXY", "127.0.0.1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let listed = tokio::time::timeout(LIMIT, stdout.next_line())
+        .await
+        .expect("the client lists the tools")
+        .unwrap();
+    assert_eq!(listed.as_deref(), Some("listed"));
+    dir.add("hostile");
+    let line = tokio::time::timeout(LIMIT, stdout.next_line())
+        .await
+        .expect("the client sees the change")
+        .unwrap()
+        .expect("the client prints what it saw");
+    let out: Value = serde_json::from_str(&line).unwrap();
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (before, after) = (names(&out["before"]), names(&out["after"]));
+    assert!(!before.contains(&"spin".to_string()), "{before:?}");
+    assert!(before.contains(&"add".to_string()), "{before:?}");
+    assert!(after.contains(&"spin".to_string()), "{after:?}");
+    assert!(after.contains(&"trap".to_string()), "{after:?}");
+    let status = tokio::time::timeout(LIMIT, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
     server.stop().await;
 }

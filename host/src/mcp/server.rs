@@ -13,6 +13,8 @@
 //!   unknown tool, arguments that do not fit the schema, a trap) is an
 //!   `isError` result whose text is the error as the model reads it, so the
 //!   client's user sees why;
+//! - a call that runs long sends `notifications/progress` every
+//!   [`PROGRESS_EVERY`] to a client that gave a progress token;
 //! - a client's `notifications/cancelled` drops the call, which stops the
 //!   plugin instance;
 //! - a plugin loaded or unloaded while the client is connected is told to
@@ -28,13 +30,19 @@ use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 
 use crate::bus::Filter;
 use crate::core::Core;
 use crate::protocol::EventKind;
+
+/// How often a call that runs long tells the client it still runs (when
+/// the client asked for progress): `notifications/progress` whose progress
+/// is the seconds the call has run.
+pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Numbers the clients of this process: the `<n>` of their session keys.
 static CLIENTS: AtomicU64 = AtomicU64::new(0);
@@ -127,10 +135,27 @@ impl ServerHandler for ToolServer {
         let call = self
             .core
             .call_tool(&session, Some(&agent), &request.name, &arguments);
-        let result = tokio::select! {
-            result = call => result.map_err(|e| McpError::internal_error(e.to_string(), None))?,
-            () = context.ct.cancelled() => {
-                return Err(McpError::internal_error("the call was cancelled", None));
+        tokio::pin!(call);
+        let progress = context.meta.get_progress_token();
+        let started = std::time::Instant::now();
+        let mut ticks =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        let result = loop {
+            tokio::select! {
+                result = &mut call => {
+                    break result.map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                }
+                () = context.ct.cancelled() => {
+                    return Err(McpError::internal_error("the call was cancelled", None));
+                }
+                _ = ticks.tick(), if progress.is_some() => {
+                    let token = progress.clone().expect("ticks only with a token");
+                    let elapsed = started.elapsed().as_secs_f64();
+                    let note = ProgressNotificationParam::new(token, elapsed)
+                        .with_message(format!("{} running for {elapsed:.0} s", request.name));
+                    // A client that is gone is told nothing more.
+                    let _ = context.peer.notify_progress(note).await;
+                }
             }
         };
         let content = vec![ContentBlock::text(result.content)];
