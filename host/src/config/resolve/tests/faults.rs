@@ -69,7 +69,7 @@ fn an_unknown_key_names_its_line_and_the_nearest_valid_key() {
     assert_eq!(
         Fixture::new(text, &[]).errors(&Overrides::default(), &[]),
         [
-            "wasmclaw.toml:1:2: limit: unknown key; did you mean `limits`? (expected one of: providers, agents, limits, server, plugins, hooks)"
+            "wasmclaw.toml:1:2: limit: unknown key; did you mean `limits`? (expected one of: providers, agents, limits, server, plugins, hooks, mcp)"
         ]
     );
     let text = "[agents.a.compaction]\nthreshhold = 0.8\n";
