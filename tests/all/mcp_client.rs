@@ -221,7 +221,7 @@ async fn a_call_past_the_deadline_or_over_the_output_limit_fails_with_a_readable
     );
     let errors: Vec<&Value> = of_kind(&events, "tool_call_end")
         .iter()
-        .map(|e| &e["error"]["kind"])
+        .map(|e| &e["error_kind"])
         .collect();
     assert_eq!(
         errors,
@@ -318,5 +318,87 @@ async fn mcp_list_shows_each_servers_state_and_tools() {
         out,
         "bad: failed: the handshake failed: connection closed: initialize response\n\
          py: ready (protocol 2025-11-25)\n  py__echo\n  huge\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_list_changed_refreshes_the_list_within_a_turn() {
+    let dir = PluginDir::new();
+    let home = home_with(&dir, &stdio_server("py", "stdio", ""));
+    let fake = FakeModel::start([
+        Reply::tool("c1", "grow", json!({})),
+        Reply::tool("c2", "extra", json!({})),
+        Reply::text("done"),
+    ])
+    .await;
+    let (code, _, err) = run(&dir, &home, &fake).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tool_results(&fake), ["grown", "extra ran"]);
+    assert!(!offered(&fake).contains(&"extra".to_string()));
+}
+
+/// The Python server over streamable HTTP on a free port, killed on drop.
+async fn http_server() -> (tokio::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = tokio::process::Command::new(python())
+        .arg(server_script())
+        .args(["http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let up = wasmclaw_tests::eventually_async(std::time::Duration::from_secs(30), async || {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(up, "the HTTP MCP server did not start");
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamable_http_server_with_headers_from_the_environment() {
+    let (_server, url) = http_server().await;
+    let dir = PluginDir::new();
+    let toml = format!(
+        "[mcp.servers.web]\nurl = {url:?}\nheaders_env = {{ x-test-key = \"MCP_TEST_KEY\" }}\n"
+    );
+    let home = home_with(&dir, &toml);
+    let fake = FakeModel::start([
+        Reply::tool("c1", "echo", json!({"text": "over http"})),
+        Reply::tool("c2", "whoami", json!({})),
+        Reply::text("done"),
+    ])
+    .await;
+    let url = fake.openai_base_url();
+    let plugins = dir.path();
+    let args = [
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "run",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &url,
+        "--events",
+        "-",
+        "-m",
+        "go",
+    ];
+    let env = [("OPENAI_API_KEY", "sk-test"), ("MCP_TEST_KEY", "sekrit")];
+    let (code, out, err) = run_wasmclaw(&home, &env, &args, "").await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tool_results(&fake), ["echo: over http", "key=sekrit"]);
+    let events = json_lines(&out);
+    let ready = of_kind(&events, "mcp_server_ready");
+    assert_eq!(
+        (&ready[0]["server"], &ready[0]["protocol"]),
+        (&json!("web"), &json!("2025-11-25"))
     );
 }

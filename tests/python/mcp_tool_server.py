@@ -65,11 +65,31 @@ def fails() -> str:
     raise ValueError("this tool always fails")
 
 
+_grown = {"relisted": None}
+_list_tools = server.list_tools
+
+
+async def _counting_list_tools():
+    tools = await _list_tools()
+    if _grown["relisted"] is not None:
+        _grown["relisted"].set()
+    return tools
+
+
+server.list_tools = _counting_list_tools
+
+
 @server.tool()
 async def grow(ctx: Context) -> str:
-    """Adds the tool `extra` and tells the client the list changed."""
+    """Adds the tool `extra`, tells the client the list changed and answers
+    once the client listed the tools again."""
+    _grown["relisted"] = anyio.Event()
     server.add_tool(lambda: "extra ran", name="extra", description="Added by grow.")
     await ctx.session.send_tool_list_changed()
+    with anyio.fail_after(10):
+        await _grown["relisted"].wait()
+    # The client takes the new list in after the answer to tools/list.
+    await anyio.sleep(0.2)
     return "grown"
 
 
