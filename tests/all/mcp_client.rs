@@ -402,3 +402,26 @@ async fn a_streamable_http_server_with_headers_from_the_environment() {
         (&json!("web"), &json!("2025-11-25"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_rmcp_server_over_stdio() {
+    let dir = PluginDir::new();
+    let toml = format!(
+        "[mcp.servers.rs]\ncommand = {:?}\n",
+        env!("CARGO_BIN_EXE_rmcp_server")
+    );
+    let home = home_with(&dir, &toml);
+    let fake = FakeModel::start([Reply::tool("c1", "hello", json!({})), Reply::text("done")]).await;
+    let (code, events, err) = run(&dir, &home, &fake).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tool_results(&fake), ["hello from rmcp"]);
+    let ready = of_kind(&events, "mcp_server_ready");
+    assert_eq!(
+        (
+            &ready[0]["server"],
+            &ready[0]["tools"],
+            &ready[0]["protocol"]
+        ),
+        (&json!("rs"), &json!(1), &json!("2025-11-25"))
+    );
+}
