@@ -164,6 +164,8 @@ pub struct Agent {
     pub(crate) approvals: approval::Approvals,
     /// Every tool on offer: the built-ins, then the plugins' tools.
     pub(crate) registry: Registry,
+    /// The MCP servers whose tools are in the registry.
+    mcp: Vec<Arc<crate::mcp::client::McpServer>>,
     /// The hooks, built once per plugin set.
     built: Mutex<Option<Built>>,
     /// The `on-event` hooks.
@@ -199,11 +201,32 @@ impl Agent {
         store: Store,
         max_subturns: usize,
     ) -> Agent {
+        Agent::with_mcp(plugins, profiles, bus, store, max_subturns, Vec::new())
+    }
+
+    /// As [`Agent::with_profiles`], with the MCP servers of
+    /// `[mcp.servers]` as tool sources after the plugins.
+    pub fn with_mcp(
+        plugins: Arc<Plugins>,
+        profiles: Profiles,
+        bus: EventBus,
+        store: Store,
+        max_subturns: usize,
+        mcp: Vec<Arc<crate::mcp::client::McpServer>>,
+    ) -> Agent {
+        let sources = (mcp.iter())
+            .map(|server| Arc::new(crate::mcp::client::server::Source(server.clone())) as _);
         let observers = Arc::new(Observers::new(bus.clone()));
         observers.refresh(&plugins.catalog());
         Agent {
-            registry: Registry::new(Arc::new(Builtins), vec![plugins.clone()]),
+            registry: Registry::new(
+                Arc::new(Builtins),
+                std::iter::once(plugins.clone() as Arc<dyn registry::ToolSource>)
+                    .chain(sources)
+                    .collect(),
+            ),
             plugins,
+            mcp,
             profiles: RwLock::new(Arc::new(profiles)),
             bus,
             store,
@@ -317,6 +340,8 @@ impl Agent {
         for status in &self.plugins.catalog().plugins {
             publish_plugin_change(&self.bus, status.as_change());
         }
+        // The MCP servers' events, held until now.
+        self.mcp.iter().for_each(|server| server.announce());
     }
 
     /// Picks up plugins added, replaced or removed while the agent runs, and

@@ -105,6 +105,9 @@ events! {
     ConfigRejected(ConfigRejected) = "config_rejected",
     ApprovalRequested(ApprovalRequested) = "approval_requested",
     ApprovalDecided(ApprovalDecided) = "approval_decided",
+    // MCP servers wasmclaw is a client of.
+    McpServerReady(McpServerReady) = "mcp_server_ready",
+    McpServerFailed(McpServerFailed) = "mcp_server_failed",
 }
 
 impl EventKind {
@@ -358,6 +361,26 @@ pub struct PluginFailed {
     pub plugin: String,
     pub file: String,
     pub error: String,
+}
+
+/// An MCP server of `[mcp.servers]` started (or restarted) and offers
+/// this many tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerReady {
+    pub server: String,
+    pub tools: usize,
+    /// The protocol revision agreed on (`2025-11-25`, ...).
+    pub protocol: String,
+}
+
+/// An MCP server of `[mcp.servers]` failed to start or stopped; it is
+/// started again after a backoff.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerFailed {
+    pub server: String,
+    pub error: String,
+    /// The last lines it wrote to stderr (stdio servers).
+    pub stderr_tail: String,
 }
 
 /// A plugin's file was removed.

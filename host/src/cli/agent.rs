@@ -44,7 +44,11 @@ pub async fn start(home: &Home, config: &Config, scan: bool) -> Result<(Core, Ho
         Plugins::unscanned(runtime, dir)
     };
     let max_subturns = config.limits.max_subturns;
-    let agent = Agent::with_profiles(plugins, profiles, bus, store, max_subturns);
+    let mcp = crate::mcp::client::start(&config.mcp_client, &plugins, &bus);
+    // The servers' first answers, so a turn starting now sees their tools.
+    let wait = std::time::Duration::from_secs(config.mcp_client.startup_wait_secs);
+    futures_util::future::join_all(mcp.iter().map(|server| server.settled(wait))).await;
+    let agent = Agent::with_mcp(plugins, profiles, bus, store, max_subturns, mcp);
     Ok((Core::new(Arc::new(agent), config.scheduler_config()), lock))
 }
 

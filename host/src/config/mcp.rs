@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub use serve::McpServeToml;
-pub use servers::McpServerToml;
+pub use servers::{McpClientSettings, McpServerToml};
 
 /// `[mcp]`.
 #[derive(Debug, Default, Deserialize)]
@@ -18,6 +18,8 @@ pub struct McpToml {
     /// Name every MCP server's tools `SERVER__tool`, not only those whose
     /// name is taken.
     pub always_prefix: Option<bool>,
+    /// How long a start waits for the servers' first answer (default 10).
+    pub startup_wait_secs: Option<u64>,
     /// `[mcp.servers.NAME]`: the servers whose tools the agents may call.
     pub servers: Option<BTreeMap<String, McpServerToml>>,
     /// `[mcp.server]`: what wasmclaw serves to MCP clients.

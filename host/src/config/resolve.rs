@@ -90,6 +90,7 @@ pub fn resolve(input: &Input) -> Result<Config, ConfigErrors> {
         server,
         plugins,
         hooks,
+        mcp_client: super::mcp::McpClientSettings::from_toml(toml.mcp.as_ref()),
         sources: r.sources,
     })
 }

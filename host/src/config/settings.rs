@@ -38,6 +38,8 @@ pub struct Config {
     pub plugins: PluginSettings,
     /// Defaults of hook plugins whose grants file does not set them.
     pub hooks: HookSettings,
+    /// `[mcp.servers]`: the MCP servers whose tools the agents may call.
+    pub mcp_client: super::mcp::McpClientSettings,
     /// Where each value came from (`config show`).
     pub sources: Sources,
 }

@@ -1,0 +1,112 @@
+"""An MCP server for the MCP client tests, on the official Python SDK.
+
+    mcp_tool_server.py stdio
+    mcp_tool_server.py http PORT
+    mcp_tool_server.py fail        (writes to stderr and exits at once)
+
+Tools: echo, add (a name the `echo` test plugin also offers), crash (the
+process exits mid-call), hang (never answers; when cancelled it appends
+"cancelled hang" to the file named by MCP_MARK), huge (2 MB of text),
+grow (adds the tool `extra` and says the list changed), fails (a tool
+error). The header `x-test-key`, when sent, is echoed by `whoami`.
+"""
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("mcp-tool-server")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Says the text back."""
+    return f"echo: {text}"
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    """Adds two numbers (the server's own add)."""
+    return f"mcp sum {a + b}"
+
+
+@server.tool()
+def crash() -> str:
+    """Exits the server in the middle of the call."""
+    print("crashing on purpose", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+@server.tool()
+async def hang() -> str:
+    """Never answers."""
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        mark = os.environ.get("MCP_MARK")
+        if mark:
+            with open(mark, "a") as f:
+                f.write("cancelled hang\n")
+        raise
+    return "woke"
+
+
+@server.tool()
+def huge() -> str:
+    """2,000,000 bytes of text."""
+    return "x" * 2_000_000
+
+
+@server.tool()
+def fails() -> str:
+    """Always fails."""
+    raise ValueError("this tool always fails")
+
+
+_grown = {"relisted": None}
+_list_tools = server.list_tools
+
+
+async def _counting_list_tools():
+    tools = await _list_tools()
+    if _grown["relisted"] is not None:
+        _grown["relisted"].set()
+    return tools
+
+
+server.list_tools = _counting_list_tools
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `extra`, tells the client the list changed and answers
+    once the client listed the tools again."""
+    _grown["relisted"] = anyio.Event()
+    server.add_tool(lambda: "extra ran", name="extra", description="Added by grow.")
+    await ctx.session.send_tool_list_changed()
+    with anyio.fail_after(10):
+        await _grown["relisted"].wait()
+    # The client takes the new list in after the answer to tools/list.
+    await anyio.sleep(0.2)
+    return "grown"
+
+
+@server.tool()
+def whoami(ctx: Context) -> str:
+    """The x-test-key header of the request, if any."""
+    request = getattr(ctx.request_context, "request", None)
+    headers = getattr(request, "headers", None) or {}
+    return f"key={headers.get('x-test-key', '')}"
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    if mode == "fail":
+        print("cannot start: no database", file=sys.stderr, flush=True)
+        sys.exit(2)
+    elif mode == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
