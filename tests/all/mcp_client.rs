@@ -6,20 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
+use wasmclaw_tests::python::{python, script};
 use wasmclaw_tests::{PluginDir, json_lines, run_wasmclaw};
 
-fn python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pyenv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `make pyenv`",
-        python.display()
-    );
-    python
-}
-
 fn server_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/mcp_tool_server.py")
+    script("mcp_tool_server.py")
 }
 
 /// `[mcp.servers.NAME]` for the Python server started with `mode`, plus

@@ -8,7 +8,6 @@
 //! the SDK saw as JSON, checked here value by value; once with the
 //! `initialize` handshake and once with the `server/discover` probe.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -18,26 +17,12 @@ use wasmclaw::plugin::ErrorKind;
 use wasmclaw::protocol::{EventBody, EventKind};
 use wasmclaw_tests::agents::openai;
 use wasmclaw_tests::fake_model::FakeModel;
+use wasmclaw_tests::python::{python, script};
 use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
 use wasmclaw_tests::{PluginDir, wasmclaw_bin};
 
 /// The whole client run: a hang fails the test.
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn repo() -> PathBuf {
-    let target = wasmclaw_tests::target_dir();
-    target.parent().expect("target is in the repository").into()
-}
-
-fn python() -> PathBuf {
-    let python = wasmclaw_tests::target_dir().join("pyenv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `make pyenv` (`make test` does) to install the MCP Python SDK",
-        python.display()
-    );
-    python
-}
 
 /// Runs `tests/python/mcp_client.py` with `revision` against `wasmclaw mcp`
 /// on `dir`: the JSON object it printed.
@@ -62,30 +47,8 @@ async fn run_client(args: &[String]) -> Value {
     run_script("mcp_client.py", args).await
 }
 
-/// Runs `tests/python/NAME` with `args`: the JSON object it printed.
 async fn run_script(name: &str, args: &[String]) -> Value {
-    let script = repo().join("tests/python").join(name);
-    let run = tokio::process::Command::new(python())
-        .arg(&script)
-        .args(args)
-        // A proxy in the environment must not take loopback requests.
-        .env("NO_PROXY", "127.0.0.1")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(LIMIT, run)
-        .await
-        .unwrap_or_else(|_| panic!("{} did not finish within {LIMIT:?}", script.display()))
-        .expect("running the Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the Python client failed ({}):\n{stderr}{stdout}",
-        output.status
-    );
-    serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("the client printed no JSON object ({e}):\n{stdout}{stderr}"))
+    wasmclaw_tests::python::run_script(name, args, LIMIT).await
 }
 
 fn plugins() -> PluginDir {
@@ -288,7 +251,7 @@ async fn the_client_is_told_when_a_plugin_is_dropped_into_the_directory() {
     dir.add("echo");
     let (_fake, server) = http_server(&dir).await;
     let _watch = server.core.watch_plugins().unwrap();
-    let script = repo().join("tests/python/mcp_client_reload.py");
+    let script = script("mcp_client_reload.py");
     let mut child = tokio::process::Command::new(python())
         .arg(&script)
         .args([server.at("/mcp"), TOKEN.to_string()])

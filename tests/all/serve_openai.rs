@@ -7,8 +7,6 @@
 //! plugin's `add` for real before it answers.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -23,49 +21,11 @@ use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
 /// The whole client run: a hang fails the test.
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// The repository, above `target`.
-fn repo() -> PathBuf {
-    let target = wasmclaw_tests::target_dir();
-    target.parent().expect("target is in the repository").into()
-}
-
-/// `target/pyenv/bin/python`, with the SDK installed by `make pyenv`.
-fn python() -> PathBuf {
-    let python = wasmclaw_tests::target_dir().join("pyenv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `make pyenv` (`make test` does) to install the OpenAI Python SDK",
-        python.display()
-    );
-    python
-}
-
 /// Runs the client script `tests/python/NAME` against `server`: the JSON
 /// object it printed.
-async fn run_client(python: &Path, server: &TestServer, name: &str) -> Value {
-    let script = repo().join("tests/python").join(name);
-    let run = tokio::process::Command::new(python)
-        .arg(&script)
-        .arg(server.at("/v1"))
-        .arg(TOKEN)
-        // A proxy in the environment must not take loopback requests.
-        .env("NO_PROXY", "127.0.0.1")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(LIMIT, run)
-        .await
-        .unwrap_or_else(|_| panic!("{} did not finish within {LIMIT:?}", script.display()))
-        .expect("running the Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the Python client failed ({}):\n{stderr}{stdout}",
-        output.status
-    );
-    serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("the client printed no JSON object ({e}):\n{stdout}{stderr}"))
+async fn run_client(server: &TestServer, name: &str) -> Value {
+    let args = [server.at("/v1"), TOKEN.to_string()];
+    wasmclaw_tests::python::run_script(name, &args, LIMIT).await
 }
 
 fn add(id: &str, a: u32, b: u32) -> ToolCallReply {
@@ -112,7 +72,6 @@ fn summary(turn: &TurnRecord) -> (TurnStatus, &str, u32, Usage) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_openai_python_sdk_streamed_and_not() {
-    let python = python();
     let dir = PluginDir::new();
     dir.add("echo");
     // Every model reply reports 7 tokens in, 3 out: a turn of two model
@@ -146,7 +105,7 @@ async fn the_openai_python_sdk_streamed_and_not() {
     let candidates = vec![openai(&fake, "model", true)];
     let server = TestServer::start(dir.load().await, candidates, Setup::default()).await;
 
-    let mut seen = run_client(&python, &server, "openai_client.py").await;
+    let mut seen = run_client(&server, "openai_client.py").await;
     let sdk = seen.as_object_mut().unwrap().remove("sdk").unwrap();
 
     // Each completion was a turn of a session of its own (and the failed
@@ -287,7 +246,6 @@ async fn the_openai_python_sdk_streamed_and_not() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_retried_stream_sends_the_answer_once_and_a_turn_at_its_limit_stops() {
-    let python = python();
     let dir = PluginDir::new();
     dir.add("echo");
     let fox = "The quick brown fox jumps over the lazy dog.";
@@ -312,7 +270,7 @@ async fn a_retried_stream_sends_the_answer_once_and_a_turn_at_its_limit_stops() 
         ..Setup::default()
     };
     let server = TestServer::start(dir.load().await, vec![openai(&fake, "m", true)], setup).await;
-    let seen = run_client(&python, &server, "openai_stream.py").await;
+    let seen = run_client(&server, "openai_stream.py").await;
     let expected = json!({
         // The failed attempt's text never reached the client: the reply's
         // text is held until it is known good, then sent as it came.

@@ -7,6 +7,7 @@ pub mod fake_model;
 pub mod gate;
 pub mod long_session;
 pub mod plugin_log;
+pub mod python;
 pub mod scaffold;
 pub mod serve_bin;
 pub mod server;
