@@ -8,7 +8,8 @@ Tools: echo, add (a name the `echo` test plugin also offers), crash (the
 process exits mid-call), hang (never answers; when cancelled it appends
 "cancelled hang" to the file named by MCP_MARK), huge (2 MB of text),
 grow (adds the tool `extra` and says the list changed), fails (a tool
-error). The header `x-test-key`, when sent, is echoed by `whoami`.
+error), and `not.a.model.name` (a name model APIs refuse: the client must
+leave it out). The header `x-test-key`, when sent, is echoed by `whoami`.
 """
 
 import os
@@ -30,6 +31,12 @@ def echo(text: str) -> str:
 def add(a: int, b: int) -> str:
     """Adds two numbers (the server's own add)."""
     return f"mcp sum {a + b}"
+
+
+@server.tool(name="not.a.model.name")
+def badly_named() -> str:
+    """A tool no model request may carry."""
+    return "never offered"
 
 
 @server.tool()

@@ -23,7 +23,7 @@ use super::units::size;
 /// Most tools one plugin may offer.
 pub const MAX_TOOLS_PER_PLUGIN: usize = 128;
 /// Longest description kept.
-const MAX_DESCRIPTION: usize = 8 * 1024;
+pub const MAX_DESCRIPTION: usize = 8 * 1024;
 /// Largest input schema of one tool, as the JSON text `list-tools` returns:
 /// every model request carries it.
 pub const MAX_SCHEMA: usize = 64 * 1024;

@@ -141,9 +141,14 @@ impl McpServer {
         self.peer()
     }
 
-    /// Replaces its tool list (after a start or `tools/list_changed`).
-    pub(super) fn set_list(&self, list: Vec<rmcp::model::Tool>) {
+    /// Replaces its tool list (after a start or `tools/list_changed`) by
+    /// the tools of `list` a model request can carry (see
+    /// [`super::tools::acceptable`]); how many those are.
+    pub(super) fn set_list(&self, list: Vec<rmcp::model::Tool>) -> usize {
+        let list = super::tools::acceptable(&self.name, list);
+        let count = list.len();
         self.live.lock().unwrap_or_else(|e| e.into_inner()).list = Arc::new(list);
+        count
     }
 
     /// Whether a plugin or a built-in offers `name`.
@@ -168,13 +173,17 @@ impl McpServer {
             return s.tools.clone();
         }
         let offered = list.iter().filter(|tool| self.offers(&tool.name));
-        let named = offered.map(|tool| {
+        let named = offered.filter_map(|tool| {
             let name = if self.always_prefix || Self::taken(&catalog, &tool.name) {
                 format!("{}__{}", self.name, tool.name)
             } else {
                 tool.name.to_string()
             };
-            (name, tool)
+            if !crate::plugin::tools::is_valid_tool_name(&name) {
+                tracing::warn!(server = %self.name, tool = %tool.name, "an MCP server's tool is left out: its name {name:?} is longer than model APIs accept (64)");
+                return None;
+            }
+            Some((name, tool))
         });
         let tools = Arc::new(McpTools::new(Arc::downgrade(self), named));
         *built = Some(Snapshot {

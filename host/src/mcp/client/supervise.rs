@@ -23,14 +23,13 @@ pub(super) async fn supervise(server: Arc<McpServer>, bus: EventBus) {
         let error = match connect(&server, Arc::clone(&tail)).await {
             Ok(conn) => {
                 backoff = FIRST_BACKOFF;
-                let tools = conn.list.len();
                 {
                     let mut live = server.live.lock().unwrap_or_else(|e| e.into_inner());
                     live.peer = Some(conn.running.peer().clone());
                     live.error = None;
                     live.stderr = tail.clone();
                 }
-                server.set_list(conn.list);
+                let tools = server.set_list(conn.list);
                 server.status.send_replace(Status::Ready {
                     protocol: conn.protocol.clone(),
                 });
