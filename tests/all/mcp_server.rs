@@ -223,7 +223,7 @@ async fn a_call_the_client_cancels_is_stopped_and_a_long_one_reports_progress() 
         ends.push((end.tool.clone(), end.ok, end.error_kind, end.output.clone()));
         sessions.push(event.session.clone().unwrap_or_default());
     }
-    // Both calls ran in the client's own session, `mcp:<client name>:<n>`
+    // Both calls ran in the client's own session, `mcp:<client name>:<id>`
     // (the SDK's client calls itself `mcp`).
     assert_eq!(sessions[0], sessions[1]);
     assert!(sessions[0].starts_with("mcp:mcp:"), "{}", sessions[0]);

@@ -20,11 +20,10 @@
 //! - a plugin loaded or unloaded while the client is connected is told to
 //!   it as `notifications/tools/list_changed`.
 //!
-//! Each client gets its own session key, `mcp:<client name>:<n>`, so its
+//! Each client gets its own session key, `mcp:<client name>:<id>` ([`session_key`]), so its
 //! calls and their events are kept apart from every other client's.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
@@ -44,8 +43,19 @@ use crate::protocol::EventKind;
 /// is the seconds the call has run.
 pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Numbers the clients of this process: the `<n>` of their session keys.
-static CLIENTS: AtomicU64 = AtomicU64::new(0);
+/// The session key of a client that calls itself `name`: `mcp:NAME:ID`,
+/// NAME cut to 32 characters of those a session key may hold (others
+/// become `_`), ID new for each connection (a UUID v7). Unique across
+/// restarts too: the store keeps a session's history and the approvals
+/// kept for it, which a later client of the same name must not inherit.
+pub fn session_key(name: &str) -> String {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.@".contains(c);
+    let name: String = (name.chars().take(32))
+        .map(|c| if allowed(c) { c } else { '_' })
+        .collect();
+    let name = if name.is_empty() { "client" } else { &name };
+    format!("mcp:{name}:{}", uuid::Uuid::now_v7().simple())
+}
 
 /// The MCP server one client talks to.
 #[derive(Clone)]
@@ -73,9 +83,8 @@ impl ToolServer {
                     .peer
                     .peer_info()
                     .map(|info| info.client_info.name.clone())
-                    .unwrap_or_else(|| "client".to_string());
-                let n = CLIENTS.fetch_add(1, Ordering::Relaxed) + 1;
-                format!("mcp:{name}:{n}")
+                    .unwrap_or_default();
+                session_key(&name)
             })
             .clone()
     }
@@ -182,5 +191,25 @@ impl ServerHandler for ToolServer {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_key;
+
+    #[test]
+    fn a_clients_session_key_is_new_and_a_valid_key_whatever_it_calls_itself() {
+        let key = session_key("claude-code");
+        assert!(
+            key.starts_with("mcp:claude-code:") && key.len() == 16 + 32,
+            "{key}"
+        );
+        assert_ne!(session_key("x"), session_key("x"));
+        let hostile = session_key(&format!("../a b/\u{202e}{}", "y".repeat(200)));
+        let name = hostile.split(':').nth(1).unwrap();
+        assert_eq!(name, format!(".._a_b__{}", "y".repeat(24)));
+        assert!(session_key("").starts_with("mcp:client:"));
+        assert!(session_key(":::").starts_with("mcp:___:"));
     }
 }
