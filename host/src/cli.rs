@@ -76,9 +76,8 @@ pub enum Command {
     /// chat completions, metrics. Stops on SIGINT or SIGTERM, letting
     /// running turns wind down.
     Serve(serve::ServeArgs),
-    /// MCP: serve the plugins' tools (and, by a setting, the named agents)
-    /// to an MCP client on stdin and stdout; `mcp list`: the MCP servers
-    /// whose tools the agents use.
+    /// MCP: serve the agent's tools to an MCP client on stdin and stdout;
+    /// `mcp list`: the MCP servers whose tools the agents use.
     Mcp(mcp::McpArgs),
     /// The turns of a session, SubTurns under their parents, as recorded.
     Turns {

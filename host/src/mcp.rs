@@ -3,9 +3,9 @@
 //! - [`client`]: the tools of the MCP servers in `[mcp.servers.NAME]`
 //!   join the tool registry beside the plugins' (a
 //!   [`crate::agent::registry::ToolSource`] per server);
-//! - [`server`]: wasmclaw's own tools (and, by a setting, its named agents)
-//!   served to MCP clients, over stdio (`wasmclaw mcp`) and streamable HTTP
-//!   (`/mcp` on `wasmclaw serve`).
+//! - [`server`]: an agent's tools (its plugins', built-ins' and MCP
+//!   servers') served to MCP clients, over stdio (`wasmclaw mcp`) and
+//!   streamable HTTP (`/mcp` on `wasmclaw serve`).
 
 pub mod client;
 pub mod server;

@@ -1,5 +1,5 @@
-//! `wasmclaw mcp`: the plugins' tools (and, by a setting, the named
-//! agents) served to one MCP client over stdin and stdout.
+//! `wasmclaw mcp`: the tools of the agent it runs (`--agent`, default the
+//! host's default agent) served to one MCP client over stdin and stdout.
 //!
 //! stdout carries only the protocol's messages; notes and logs go to
 //! stderr. The plugin directory is watched as `serve` watches it: a plugin
