@@ -393,6 +393,12 @@ impl Core {
         self.inner.agent.plugins.is_scanned()
     }
 
+    /// Returns once the plugin directory has been read (a watch's first
+    /// pass), as a turn waits for it.
+    pub async fn until_plugins_scanned(&self) {
+        self.inner.agent.plugins.until_scanned().await
+    }
+
     /// The names of the plugins' tools.
     pub fn tool_names(&self) -> Vec<String> {
         let catalog = self.inner.agent.plugins.catalog();

@@ -4,14 +4,15 @@
 //! (a [`ToolSet`]: an immutable snapshot, replaced as a whole when the list
 //! changes) and runs a call of one of them. The sources today:
 //!
-//! 1. the built-in tools `subagent` and `spawn` ([`super::builtins`]);
+//! 1. the built-in tools `subagent`, `spawn` and `history_search`
+//!    ([`super::builtins`]);
 //! 2. the plugins' tools: [`Plugins`], whose snapshot is the current
-//!    [`Catalog`] (a new one after every reload).
-//!
-//! A later source (an MCP server's tools) is remote and its list changes
-//! when the server says so: it keeps its latest list as a [`ToolSet`] and
-//! hands it out from [`ToolSource::current`], and its [`ToolSet::call`]
-//! goes over its connection. Nothing in the turn loop changes for it.
+//!    [`Catalog`] (a new one after every reload);
+//! 3. each MCP server of `[mcp.servers]` ([`crate::mcp::client`]): remote,
+//!    its list changing when the server says so. It keeps its latest list
+//!    as a [`ToolSet`] and hands it out from [`ToolSource::current`], and
+//!    its [`ToolSet::call`] goes over its connection. Nothing in the turn
+//!    loop changes for it.
 //!
 //! # Precedence and order
 //!

@@ -39,9 +39,7 @@ pub async fn run(
     let _watch = core.watch_plugins()?;
     let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
     // The first listing already holds every plugin of the directory.
-    while !core.plugins_scanned() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    core.until_plugins_scanned().await;
     let server = ToolServer::new(core.clone(), None)
         .serve(rmcp::transport::stdio())
         .await
