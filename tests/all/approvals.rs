@@ -437,6 +437,13 @@ async fn a_wait_ends_denied_at_its_timeout_and_at_an_interrupt() {
             )],
             "{mode:?}"
         );
+        // The turn's end is its last event: the aborted call's task is gone
+        // before it, so its decision is never published after it.
+        let position = |f: fn(&EventBody) -> bool| seen.iter().position(|e| f(&e.body));
+        let decision = position(|b| matches!(b, EventBody::ApprovalDecided(_)));
+        let end = position(|b| matches!(b, EventBody::TurnEnd(_)));
+        assert_eq!(end, Some(seen.len() - 1), "{mode:?}: {seen:?}");
+        assert!(decision < end, "{mode:?}: {seen:?}");
     }
 }
 

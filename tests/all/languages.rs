@@ -394,7 +394,12 @@ fn hook_scaffold(lang: &str, denied: &str) {
 
         let plugins = PluginDir::new();
         plugins.add("echo");
-        install_with_grants(&plugins, &wasm);
+        let grants = install_with_grants(&plugins, &wasm).with_extension("toml");
+        // The turn checks the hook's decisions, not its speed: on a loaded
+        // machine an interpreted hook can take more than the default 50 ms.
+        let mut text = std::fs::read_to_string(&grants).unwrap();
+        text.push_str("\n[hooks]\ntimeout_ms = 5000\n");
+        std::fs::write(&grants, text).unwrap();
         let outputs = tool_outputs(&echo_turn(plugins.load().await, ["rm -rf /", "ls"]).await);
         assert_eq!(
             outputs,

@@ -20,9 +20,10 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::budget::TurnUsage;
-use super::task::{InternalOp, OpSender, TurnHandle};
+use super::task::{CHILD_STOP_GRACE, InternalOp, OpSender, TurnHandle};
 use crate::bus::{EventBus, Scope};
 use crate::protocol::{EventBody, InterruptMode, InterruptReceived};
 
@@ -109,6 +110,10 @@ pub struct TurnControl {
     pub(crate) child_slots: Arc<Semaphore>,
     /// Tokens used, and the SubTurns its tree has started.
     pub(crate) usage: TurnUsage,
+    /// The tasks of its tool calls: a stopped turn ends only after the
+    /// aborted ones are gone, so that nothing of a call (its approval's
+    /// decision, its events) comes after the turn's end.
+    pub(crate) calls: TaskTracker,
     /// Where the turn tells whoever runs its session about follow-ups and
     /// SubTurns (its children inherit it); None: no one runs it.
     ops: Option<OpSender>,
@@ -152,6 +157,7 @@ impl TurnControl {
             winding: CancellationToken::new(),
             child_slots: Arc::new(Semaphore::new(max_children)),
             usage: TurnUsage::default(),
+            calls: TaskTracker::new(),
             ops: None,
         }
     }
@@ -166,6 +172,19 @@ impl TurnControl {
     /// Whether this turn's tree reports to `ops`.
     pub(crate) fn reports_to(&self, ops: &OpSender) -> bool {
         self.ops.as_ref().is_some_and(|o| o.same_channel(ops))
+    }
+
+    /// Waits, at most [`CHILD_STOP_GRACE`], until the tasks of its tool calls
+    /// are gone. An abort drops a call at its next yield point, which can
+    /// come after the turn itself stopped waiting for it.
+    pub(crate) async fn calls_gone(&self) {
+        self.calls.close();
+        if tokio::time::timeout(CHILD_STOP_GRACE, self.calls.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(turn = %self.id, "a stopped turn's tool call did not end in time");
+        }
     }
 
     /// Sends `op` to whoever runs the session; gives it back if no one does

@@ -140,7 +140,7 @@ pub async fn run_all<'a>(
         begun.calls.push((end.clone(), call));
         let (parent, call) = (turn.as_parent(), call.clone());
         let refusals = turn.refusals.clone();
-        let task = AbortOnDropHandle::new(tokio::spawn({
+        let task = AbortOnDropHandle::new(turn.control.calls.spawn({
             let end = end.clone();
             async move {
                 let result = run_one(&parent, &call, &end, &refusals).await;

@@ -276,6 +276,8 @@ impl Turn {
         } else {
             result
         };
+        // A stop dropped the calls in flight: the turn ends after them.
+        self.control.calls_gone().await;
         self.finish(input, result).await
     }
 
