@@ -56,6 +56,8 @@ pub struct ServerConfig {
     /// How long running turns may take to wind down at shutdown before they
     /// are stopped.
     pub shutdown_grace: Duration,
+    /// What `/mcp` serves and to whom (`[mcp.server]`).
+    pub mcp: crate::config::mcp::McpServeSettings,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
@@ -69,6 +71,7 @@ impl ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             sse_buffer: 1024,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            mcp: Default::default(),
         }
     }
 }
@@ -132,7 +135,7 @@ impl Api {
             .route("/v1/chat/completions", post(openai::completions))
             .route("/v1/models", get(openai::models))
             .route("/metrics", get(metrics::render))
-            .nest_service("/mcp", mcp::service(self.core().clone()))
+            .nest_service("/mcp", mcp::service(self.core(), &self.config().mcp))
             .route_layer(axum::middleware::from_fn_with_state(
                 self.clone(),
                 auth::require_token,

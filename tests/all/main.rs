@@ -30,6 +30,7 @@ mod llm_faults;
 mod llm_replies;
 mod load_bounds;
 mod loading;
+mod mcp_agents;
 mod mcp_client;
 mod mcp_server;
 mod named_agents;

@@ -221,6 +221,7 @@ impl Config {
         ServerConfig {
             max_body_bytes: self.server.max_body_bytes,
             shutdown_grace: self.server.shutdown_grace,
+            mcp: self.mcp_server.clone(),
             ..ServerConfig::new(token)
         }
     }

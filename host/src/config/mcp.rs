@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-pub use serve::McpServeToml;
+pub use serve::{McpApprove, McpServeSettings, McpServeToml};
 pub use servers::{McpClientSettings, McpServerToml};
 
 /// `[mcp]`.

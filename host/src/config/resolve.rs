@@ -15,6 +15,7 @@ mod agents;
 
 pub use agents::parse_chain;
 mod host;
+mod mcp;
 mod providers;
 #[cfg(test)]
 mod tests;
@@ -72,6 +73,11 @@ pub fn resolve(input: &Input) -> Result<Config, ConfigErrors> {
         input.home,
     );
     let hooks = host::hooks(&mut r, toml.hooks.as_ref());
+    let mcp_server = mcp::server(
+        &mut r,
+        toml.mcp.as_ref().and_then(|m| m.server.as_ref()),
+        &agents,
+    );
     if !r.errors.is_empty() {
         // Flags' and variables' faults first, then the file's in its order.
         r.errors.sort_by_key(|e| match &e.place {
@@ -91,6 +97,7 @@ pub fn resolve(input: &Input) -> Result<Config, ConfigErrors> {
         plugins,
         hooks,
         mcp_client: super::mcp::McpClientSettings::from_toml(toml.mcp.as_ref()),
+        mcp_server,
         sources: r.sources,
     })
 }

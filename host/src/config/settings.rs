@@ -40,6 +40,8 @@ pub struct Config {
     pub hooks: HookSettings,
     /// `[mcp.servers]`: the MCP servers whose tools the agents may call.
     pub mcp_client: super::mcp::McpClientSettings,
+    /// `[mcp.server]`: what `wasmclaw mcp` and `/mcp` serve.
+    pub mcp_server: super::mcp::McpServeSettings,
     /// Where each value came from (`config show`).
     pub sources: Sources,
 }

@@ -6,42 +6,54 @@
 //!
 //! - `tools/list` is what the serving agent offers now
 //!   ([`Core::agent_tools`]): each tool's name, description and input
-//!   schema as the model would see them;
-//! - `tools/call` runs through [`Core::call_tool`], the same path a
-//!   model's call takes (hooks, approvals, events, a fresh sandboxed
-//!   instance with the plugin's grants and limits). Every failure (an
-//!   unknown tool, arguments that do not fit the schema, a trap) is an
+//!   schema as the model would see them; then, for each agent of
+//!   `[mcp.server] agents`, a tool `agent__NAME` that hands that agent a
+//!   task;
+//! - a plugin tool's `tools/call` runs through [`Core::call_tool`], the
+//!   same path a model's call takes (hooks, approvals, events, a fresh
+//!   sandboxed instance with the plugin's grants and limits). Every failure
+//!   (an unknown tool, arguments that do not fit the schema, a trap) is an
 //!   `isError` result whose text is the error as the model reads it, so the
 //!   client's user sees why;
+//! - an agent's `tools/call` runs a whole turn of that agent, in a new
+//!   session, and answers with the turn's answer;
+//! - a call that waits for approval is put to the client's user
+//!   ([`asking`]);
 //! - a call that runs long sends `notifications/progress` every
-//!   [`PROGRESS_EVERY`] to a client that gave a progress token;
+//!   `[mcp.server] progress_ms` to a client that gave a progress token;
 //! - a client's `notifications/cancelled` drops the call, which stops the
-//!   plugin instance;
+//!   plugin instance, or interrupts the agent's turn;
 //! - a plugin loaded or unloaded while the client is connected is told to
 //!   it as `notifications/tools/list_changed`.
 //!
-//! Each client gets its own session key, `mcp:<client name>:<id>` ([`session_key`]), so its
-//! calls and their events are kept apart from every other client's.
+//! Each client gets its own session key, `mcp:<client name>:<id>`
+//! ([`session_key`]), so its calls and their events are kept apart from
+//! every other client's.
+
+mod asking;
+mod running;
 
 use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitResult, Implementation, InputRequest, InputRequiredResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use tokio_util::task::AbortOnDropHandle;
 
+use self::asking::{Ask, Question};
+use self::running::{AGENT_TOOL_PREFIX, Running};
+use crate::agent::lone_call::LoneResult;
 use crate::bus::Filter;
+use crate::config::mcp::McpServeSettings;
 use crate::core::Core;
-use crate::protocol::EventKind;
+use crate::protocol::{ApprovalDecision, ApprovalScope, EventKind};
 
-/// How often a call that runs long tells the client it still runs (when
-/// the client asked for progress): `notifications/progress` whose progress
-/// is the seconds the call has run.
-pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+pub use self::asking::Parked;
 
 /// The session key of a client that calls itself `name`: `mcp:NAME:ID`,
 /// NAME cut to 32 characters of those a session key may hold (others
@@ -63,29 +75,41 @@ pub struct ToolServer {
     core: Core,
     /// The agent whose tools are served (`None`: the default agent).
     agent: Option<String>,
+    settings: Arc<McpServeSettings>,
+    /// Calls waiting for a 2026-07-28 client's answers: shared by every
+    /// `ToolServer` of a transport, since each request of a stateless
+    /// client may reach another one.
+    parked: Arc<Parked>,
     session: Arc<std::sync::OnceLock<String>>,
 }
 
 impl ToolServer {
-    pub fn new(core: Core, agent: Option<String>) -> ToolServer {
+    pub fn new(
+        core: Core,
+        agent: Option<String>,
+        settings: Arc<McpServeSettings>,
+        parked: Arc<Parked>,
+    ) -> ToolServer {
         ToolServer {
             core,
             agent,
+            settings,
+            parked,
             session: Arc::default(),
         }
+    }
+
+    fn client_name(context: &RequestContext<RoleServer>) -> String {
+        context
+            .client_info()
+            .map(|info| info.name.clone())
+            .unwrap_or_default()
     }
 
     /// The session key of this client, named once it has introduced itself.
     fn session(&self, context: &RequestContext<RoleServer>) -> String {
         self.session
-            .get_or_init(|| {
-                let name = context
-                    .peer
-                    .peer_info()
-                    .map(|info| info.client_info.name.clone())
-                    .unwrap_or_default();
-                session_key(&name)
-            })
+            .get_or_init(|| session_key(&Self::client_name(context)))
             .clone()
     }
 
@@ -100,8 +124,7 @@ impl ToolServer {
             .core
             .agent_tools(&self.agent_name())
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        Ok(defs
-            .into_iter()
+        let mut tools: Vec<Tool> = (defs.into_iter())
             .map(|def| {
                 let schema = match def.parameters {
                     serde_json::Value::Object(map) => map,
@@ -109,8 +132,180 @@ impl ToolServer {
                 };
                 Tool::new(def.name, def.description, Arc::new(schema))
             })
-            .collect())
+            .collect();
+        for agent in &self.settings.agents {
+            let name = format!("{AGENT_TOOL_PREFIX}{agent}");
+            if tools.iter().any(|t| t.name == name) {
+                tracing::warn!(tool = %name, "a plugin's tool has the name of a served agent's; the agent is not served");
+                continue;
+            }
+            tools.push(Tool::new(
+                name,
+                agent_description(agent),
+                Arc::new(agent_schema()),
+            ));
+        }
+        Ok(tools)
     }
+
+    /// Follows `running` to its end, putting each approval it waits for to
+    /// the client; on 2026-07-28, parks it and answers `input_required`.
+    async fn follow(
+        &self,
+        mut running: Running,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let ask = asking::how(context, self.settings.approve);
+        let progress = context.meta.get_progress_token();
+        let every = self.settings.progress;
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        // Questions put to the client, each answered in its own task.
+        let mut elicits = Vec::new();
+        loop {
+            tokio::select! {
+                result = &mut running.result => {
+                    let result = result.unwrap_or_else(|e| LoneResult {
+                        content: format!("error (internal): the call failed inside the host: {e}"),
+                        is_error: true,
+                    });
+                    return Ok(complete(result));
+                }
+                () = context.ct.cancelled() => {
+                    return Err(McpError::internal_error("the call was cancelled", None));
+                }
+                Some(event) = running.approvals.recv() => {
+                    let Some((question, request)) = Question::of(&event) else { continue };
+                    match ask {
+                        Ask::Decide(decision, note) => {
+                            question.decide(&self.core, decision, ApprovalScope::Once, note.into()).await;
+                        }
+                        Ask::Elicit => {
+                            let (core, peer) = (self.core.clone(), context.peer.clone());
+                            let params = asking::elicitation(request);
+                            elicits.push(AbortOnDropHandle::new(tokio::spawn(async move {
+                                match peer.create_elicitation(params).await {
+                                    Ok(answer) => question.answer(&core, &answer).await,
+                                    Err(e) => {
+                                        let note = format!("the MCP client did not answer: {e}");
+                                        question.decide(&core, ApprovalDecision::Deny, ApprovalScope::Once, note).await;
+                                    }
+                                }
+                            })));
+                        }
+                        Ask::Rounds => {
+                            let mut asked = vec![(question, asking::elicitation(request))];
+                            while let Some(event) = running.approvals.try_next().await {
+                                if let Some((question, request)) = Question::of(&event) {
+                                    asked.push((question, asking::elicitation(request)));
+                                }
+                            }
+                            let requests = (asked.iter())
+                                .map(|(q, params)| {
+                                    let request = InputRequest::Elicitation(ElicitRequest::new(params.clone()));
+                                    (q.call_id.clone(), request)
+                                })
+                                .collect();
+                            let questions: Vec<Question> = asked.into_iter().map(|(q, _)| q).collect();
+                            match self.parked.park(Box::new(running), questions.clone()) {
+                                Ok(state) => {
+                                    let result = InputRequiredResult::new(Some(requests), Some(state));
+                                    return Ok(CallToolResponse::InputRequired(result));
+                                }
+                                Err(back) => {
+                                    running = *back;
+                                    for q in questions {
+                                        let note = "too many calls wait for an MCP client's answer".to_string();
+                                        q.decide(&self.core, ApprovalDecision::Deny, ApprovalScope::Once, note).await;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                _ = ticks.tick(), if progress.is_some() => {
+                    let token = progress.clone().expect("ticks only with a token");
+                    let elapsed = running.started.elapsed().as_secs_f64();
+                    let note = ProgressNotificationParam::new(token, elapsed)
+                        .with_message(format!("{} running for {elapsed:.0} s", running.name));
+                    // A client that is gone is told nothing more.
+                    let _ = context.peer.notify_progress(note).await;
+                }
+            }
+        }
+    }
+
+    /// A 2026-07-28 client's next round: its answers to the parked call's
+    /// questions, then the call followed on.
+    async fn resume(
+        &self,
+        state: &str,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let parking = (self.parked.take(state))
+            .filter(|p| p.running.name == request.name)
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    "unknown requestState: the call it named has ended, or was another tool's",
+                    None,
+                )
+            })?;
+        let responses = request.input_responses.clone().unwrap_or_default();
+        for question in &parking.asked {
+            let answer = (responses.get(&question.call_id))
+                .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+            match answer {
+                Some(answer) => question.answer(&self.core, &answer).await,
+                None => {
+                    let note = "the MCP client gave no answer".to_string();
+                    (question.decide(
+                        &self.core,
+                        ApprovalDecision::Deny,
+                        ApprovalScope::Once,
+                        note,
+                    ))
+                    .await;
+                }
+            }
+        }
+        self.follow(*parking.running, context).await
+    }
+}
+
+fn agent_description(agent: &str) -> String {
+    format!(
+        "Hands a task to the wasmclaw agent '{agent}': it runs a whole turn of its own (its model, \
+         its tools in sandboxed instances) and answers with its final reply. Each call is a new \
+         conversation: give the whole task."
+    )
+}
+
+fn agent_schema() -> serde_json::Map<String, serde_json::Value> {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "task": {
+                "type": "string",
+                "description": "What the agent is to do, with everything it needs to know"
+            }
+        },
+        "required": ["task"],
+        "additionalProperties": false
+    });
+    match schema {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("the schema is an object"),
+    }
+}
+
+fn complete(result: LoneResult) -> CallToolResponse {
+    let content = vec![ContentBlock::text(result.content)];
+    if result.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+    .into()
 }
 
 impl ServerHandler for ToolServer {
@@ -137,43 +332,34 @@ impl ServerHandler for ToolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let session = self.session(&context);
-        let arguments =
-            serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
-        let agent = self.agent_name();
-        let call = self
-            .core
-            .call_tool(&session, Some(&agent), &request.name, &arguments);
-        tokio::pin!(call);
-        let progress = context.meta.get_progress_token();
-        let started = std::time::Instant::now();
-        let mut ticks =
-            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
-        let result = loop {
-            tokio::select! {
-                result = &mut call => {
-                    break result.map_err(|e| McpError::internal_error(e.to_string(), None))?;
-                }
-                () = context.ct.cancelled() => {
-                    return Err(McpError::internal_error("the call was cancelled", None));
-                }
-                _ = ticks.tick(), if progress.is_some() => {
-                    let token = progress.clone().expect("ticks only with a token");
-                    let elapsed = started.elapsed().as_secs_f64();
-                    let note = ProgressNotificationParam::new(token, elapsed)
-                        .with_message(format!("{} running for {elapsed:.0} s", request.name));
-                    // A client that is gone is told nothing more.
-                    let _ = context.peer.notify_progress(note).await;
-                }
-            }
-        };
-        let content = vec![ContentBlock::text(result.content)];
-        Ok(if result.is_error {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
+        if let Some(state) = &request.request_state {
+            return self.resume(state, &request, &context).await;
         }
-        .into())
+        let arguments = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
+        let served = (request.name.strip_prefix(AGENT_TOOL_PREFIX))
+            .filter(|agent| self.settings.agents.iter().any(|a| a == agent));
+        let running = match served {
+            Some(agent) => {
+                let Some(task) = arguments.get("task").and_then(|t| t.as_str()) else {
+                    return Ok(complete(LoneResult {
+                        content:
+                            "error (invalid-input): give `task`, a string: what the agent is to do"
+                                .into(),
+                        is_error: true,
+                    }));
+                };
+                let session = session_key(&Self::client_name(&context));
+                running::agent_turn(&self.core, &session, agent, task.to_string())
+            }
+            None => running::tool(
+                &self.core,
+                &self.session(&context),
+                self.agent_name(),
+                &request.name,
+                arguments.to_string(),
+            ),
+        };
+        self.follow(running, &context).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

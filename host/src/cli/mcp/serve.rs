@@ -40,7 +40,9 @@ pub async fn run(
     let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
     // The first listing already holds every plugin of the directory.
     core.until_plugins_scanned().await;
-    let server = ToolServer::new(core.clone(), None)
+    let settings = std::sync::Arc::new(config.mcp_server.clone());
+    let parked = std::sync::Arc::default();
+    let server = ToolServer::new(core.clone(), None, settings, parked)
         .serve(rmcp::transport::stdio())
         .await
         .context("starting the MCP session on stdio")?;
