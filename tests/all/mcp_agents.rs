@@ -129,6 +129,10 @@ fn check_common(out: &Value) {
         out["no_task"],
         json!({"is_error": true, "text": ["error (invalid-input): give `task`, a string: what the agent is to do"]})
     );
+    assert_eq!(
+        out["forged"],
+        "unknown requestState: the call it named has ended, or was another tool's"
+    );
 }
 
 /// The two questions asked, the agent's `echo` then the direct one.
@@ -211,4 +215,89 @@ async fn a_client_without_elicitation_is_not_asked_and_the_call_is_denied_saying
         json!({"is_error": false, "text": [format!("the tool said: {denied}")]})
     );
     assert_eq!(out["direct"], json!({"is_error": true, "text": [denied]}));
+}
+
+/// rmcp's own client (over `/mcp` on `serve`) hands the default agent a
+/// task whose model call never answers, then cancels the call: the turn is
+/// interrupted and ends `aborted`, and the next task runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_agent_call_interrupts_its_turn() {
+    use rmcp::ServiceExt;
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use wasmclaw::bus::Filter;
+    use wasmclaw::protocol::{EventBody, EventKind, TurnStatus};
+    use wasmclaw_tests::agents::openai;
+    use wasmclaw_tests::fake_model::Gate;
+    use wasmclaw_tests::server::{Setup, TOKEN, TestServer};
+
+    let never = Gate::default();
+    let replies = [
+        Reply::Gated(never.clone(), Box::new(Reply::text("too late"))),
+        Reply::text("the second task is done"),
+    ];
+    let fake = FakeModel::start(replies).await;
+    let dir = PluginDir::new();
+    dir.add("echo");
+    let mut setup = Setup::default();
+    setup.server.mcp.agents = vec!["default".into()];
+    let server = TestServer::start(dir.load().await, vec![openai(&fake, "m", true)], setup).await;
+    let filter = Filter {
+        session: None,
+        no_deltas: true,
+        kinds: vec![EventKind::TurnBegin, EventKind::TurnEnd],
+    };
+    let mut events = server.core.subscribe(filter, None);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(server.at("/mcp")).auth_header(TOKEN);
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    let task = |text: &str| {
+        let arguments = json!({ "task": text }).as_object().unwrap().clone();
+        CallToolRequestParams::new("agent__default").with_arguments(arguments)
+    };
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(task("wait forever")));
+    let handle = (client.peer())
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let begun = tokio::time::timeout(LIMIT, events.recv())
+        .await
+        .expect("the turn begins")
+        .unwrap();
+    assert!(matches!(begun.body, EventBody::TurnBegin(_)), "{begun:?}");
+    // `notifications/cancelled` for the call.
+    handle
+        .cancel(Some("the user changed their mind".into()))
+        .await
+        .unwrap();
+    let event = tokio::time::timeout(LIMIT, events.recv())
+        .await
+        .expect("the cancelled turn ends")
+        .unwrap();
+    let EventBody::TurnEnd(end) = &event.body else {
+        panic!("{event:?}");
+    };
+    assert_eq!(
+        (end.status, end.reason.as_str()),
+        (TurnStatus::Aborted, "interrupted")
+    );
+    assert_eq!(event.turn_id, begun.turn_id);
+    assert!(
+        event.session.as_deref().unwrap().starts_with("mcp:"),
+        "{event:?}"
+    );
+
+    let answer = client.call_tool(task("then this")).await.unwrap();
+    let text: Vec<String> = (answer.content.iter())
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect();
+    assert_eq!(
+        (answer.is_error, text),
+        (Some(false), vec!["the second task is done".to_string()])
+    );
+    client.cancel().await.unwrap();
+    never.open();
+    server.stop().await;
 }

@@ -172,9 +172,9 @@ async fn post(server: &TestServer, token: Option<&str>, headers: &[(&str, &str)]
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn mcp_over_http_needs_the_token_a_loopback_host_and_a_loopback_origin() {
+async fn mcp_over_http_needs_the_token_and_a_loopback_or_configured_host_and_origin() {
     let dir = plugins();
-    let (_fake, server) = http_server(&dir).await;
+    let (fake, server) = http_server(&dir).await;
     assert_eq!(post(&server, None, &[]).await, 401);
     assert_eq!(post(&server, Some("wrong"), &[]).await, 401);
     // DNS rebinding: a page of evil.example whose name now points at
@@ -185,6 +185,29 @@ async fn mcp_over_http_needs_the_token_a_loopback_host_and_a_loopback_origin() {
     assert_eq!(post(&server, Some(TOKEN), &page).await, 403);
     let local = [("Origin", "http://localhost:3000")];
     assert_eq!(post(&server, Some(TOKEN), &local).await, 200);
+    assert_eq!(post(&server, Some(TOKEN), &[]).await, 200);
+    let lan = [("Host", "wasmclaw.lan:8787")];
+    assert_eq!(post(&server, Some(TOKEN), &lan).await, 403);
+    server.stop().await;
+
+    // `[mcp.server] allowed_hosts` and `allowed_origins` add to loopback.
+    let mut setup = Setup::default();
+    setup
+        .server
+        .mcp
+        .allowed_hosts
+        .push("wasmclaw.lan:8787".into());
+    (setup.server.mcp.allowed_origins).push("https://console.wasmclaw.lan".into());
+    let server = TestServer::start(dir.load().await, vec![openai(&fake, "m", true)], setup).await;
+    assert_eq!(post(&server, Some(TOKEN), &lan).await, 200);
+    let other_port = [("Host", "wasmclaw.lan:9999")];
+    assert_eq!(post(&server, Some(TOKEN), &other_port).await, 403);
+    let console = [
+        ("Host", "wasmclaw.lan:8787"),
+        ("Origin", "https://console.wasmclaw.lan"),
+    ];
+    assert_eq!(post(&server, Some(TOKEN), &console).await, 200);
+    assert_eq!(post(&server, Some(TOKEN), &page).await, 403);
     assert_eq!(post(&server, Some(TOKEN), &[]).await, 200);
     server.stop().await;
 }

@@ -11,7 +11,7 @@ answers). ANSWER is what the user answers every question: `accept`,
 
 The client starts COMMAND (`wasmclaw ... mcp`), lists the tools, hands the
 agent `helper` a task that needs no tool and one that calls `echo` (under an
-`ask` rule), calls `echo` itself (also under an `ask` rule), and prints as
+`ask` rule), calls `echo` itself (also under an `ask` rule), sends a forged `requestState`, and prints as
 one JSON object the results, the questions it was asked and how many
 `input_required` rounds it went through.
 """
@@ -87,6 +87,18 @@ async def main():
             out["with_tool"] = await call("agent__helper", {"task": "echo secret-1"})
             out["direct"] = await call("echo", {"text": "direct-2"})
             out["no_task"] = await call("agent__helper", {})
+            # A requestState the server never handed out names no call.
+            try:
+                await session.call_tool(
+                    "echo",
+                    {"text": "forged"},
+                    input_responses={"c1": {"action": "accept"}},
+                    request_state="0" * 32,
+                    allow_input_required=True,
+                )
+                out["forged"] = "answered"
+            except Exception as e:
+                out["forged"] = str(e)
     print(json.dumps(out))
 
 

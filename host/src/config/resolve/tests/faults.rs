@@ -207,3 +207,37 @@ fn an_explicit_file_must_exist_and_a_syntax_error_is_placed() {
     assert_eq!(config.file, None);
     assert_eq!(config.agents["default"].model, []);
 }
+
+#[test]
+fn mcp_server_values_name_the_key_and_what_was_expected() {
+    let text = "[agents.coder]\nmodel = \"openai:m\"\n\n[mcp.server]\nagents = [\"coder\", \"nobody\"]\nprogress_ms = 5\nallowed_hosts = [\"wasmclaw.lan:8787\", \"http://x/\"]\nallowed_origins = [\"wasmclaw.lan\"]\napprove = \"maybe\"\n";
+    assert_eq!(
+        Fixture::new(text, &[]).errors(&Overrides::default(), &[]),
+        [
+            "wasmclaw.toml:9:11: mcp.server.approve: unknown value `maybe` (expected one of: ask, allow, deny)"
+        ]
+    );
+    let text = text.replace("approve = \"maybe\"\n", "approve = \"deny\"\n");
+    assert_eq!(
+        Fixture::new(&text, &[]).errors(&Overrides::default(), &[]),
+        [
+            "wasmclaw.toml:5:20: mcp.server.agents[1]: expected the name of an agent (or a glob), one of: coder, default",
+            "wasmclaw.toml:6:15: mcp.server.progress_ms: expected 100 to 3600000, found 5",
+            "wasmclaw.toml:7:39: mcp.server.allowed_hosts[1]: expected a host name or address and an optional port, without scheme or path, found \"http://x/\"",
+            "wasmclaw.toml:8:20: mcp.server.allowed_origins[0]: expected an origin: http:// or https://, a host and an optional port (`:*` for any), found \"wasmclaw.lan\"",
+        ]
+    );
+    let text = "[agents.coder]\nmodel = \"openai:m\"\n\n[mcp.server]\nagents = [\"*\"]\nprogress_ms = 250\nallowed_hosts = [\"wasmclaw.lan:8787\"]\napprove = \"allow\"\n";
+    let config = Fixture::new(text, &[])
+        .load(&Overrides::default(), &[])
+        .unwrap();
+    let server = &config.mcp_server;
+    assert_eq!(server.agents, ["coder", "default"]);
+    assert_eq!(server.progress, std::time::Duration::from_millis(250));
+    assert_eq!(server.approve, crate::config::mcp::McpApprove::Allow);
+    assert_eq!(
+        server.allowed_hosts,
+        ["localhost", "127.0.0.1", "::1", "wasmclaw.lan:8787"]
+    );
+    assert_eq!(server.allowed_origins.len(), 3);
+}
