@@ -3,6 +3,9 @@
     mcp_tool_server.py stdio
     mcp_tool_server.py http PORT
     mcp_tool_server.py fail        (writes to stderr and exits at once)
+    mcp_tool_server.py silent      (a bare 2025-11-25 server over stdio that
+                                    ignores requests it does not know,
+                                    `server/discover` among them; one tool, echo)
 
 Tools: echo, add (a name the `echo` test plugin also offers), crash (the
 process exits mid-call), hang (never answers; when cancelled it appends
@@ -92,7 +95,10 @@ async def grow(ctx: Context) -> str:
     once the client listed the tools again."""
     _grown["relisted"] = anyio.Event()
     server.add_tool(lambda: "extra ran", name="extra", description="Added by grow.")
+    # 2025-11-25 sends the notification on the session; at 2026-07-28 it
+    # goes only to the client's `subscriptions/listen` stream (the bus).
     await ctx.session.send_tool_list_changed()
+    await ctx.notify_tools_changed()
     with anyio.fail_after(10):
         await _grown["relisted"].wait()
     # The client takes the new list in after the answer to tools/list.
@@ -108,11 +114,37 @@ def whoami(ctx: Context) -> str:
     return f"key={headers.get('x-test-key', '')}"
 
 
+def serve_silent() -> None:
+    """Answers initialize, tools/list and tools/call of echo; ignores the rest."""
+    import json
+
+    echo_tool = {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, params = message.get("method"), message.get("params") or {}
+        if method == "initialize":
+            result = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "silent", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [echo_tool]}
+        elif method == "tools/call":
+            text = (params.get("arguments") or {}).get("text", "")
+            result = {"content": [{"type": "text", "text": f"silent echo: {text}"}]}
+        else:
+            continue
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "fail":
         print("cannot start: no database", file=sys.stderr, flush=True)
         sys.exit(2)
+    elif mode == "silent":
+        serve_silent()
     elif mode == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

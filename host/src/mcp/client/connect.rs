@@ -1,23 +1,33 @@
 //! Reaching a server: its transport (a child process over stdio, or
 //! streamable HTTP), the handshake and its first tool list.
+//!
+//! The handshake is rmcp's lifecycle: `server/discover` for the stateless
+//! 2026-07-28 revision, `initialize` for 2025-11-25, or (by default) the
+//! first falling back to the second ([`lifecycle`]).
 
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::str::FromStr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
-use rmcp::model::{ClientConfig, ProtocolVersion};
-use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::model::{ClientConfig, ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
+    RunningService,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use tokio::io::AsyncBufReadExt;
 use tokio::task::JoinHandle;
 
 use super::server::{McpServer, STDERR_LINES};
+use crate::config::mcp::servers::ProtocolToml;
 
-/// What the client answers the server with: its info (the protocol
-/// revision asked for) and the `tools/list_changed` refresh.
+/// What the client answers the server with: its info (the revision
+/// `initialize` asks for) and the `tools/list_changed` refresh.
 #[derive(Clone)]
 pub(super) struct Handler {
     server: Weak<McpServer>,
@@ -47,32 +57,133 @@ async fn refresh(server: Weak<McpServer>, peer: Peer<RoleClient>) {
     }
 }
 
+/// At 2026-07-28 a change of the server's tools is told only on a
+/// `subscriptions/listen` stream the client opened: this opens one for
+/// `tools/list_changed` and refreshes the list on each, until it ends.
+async fn listen(server: Weak<McpServer>, peer: Peer<RoleClient>) {
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = match peer.listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(e) => {
+            tracing::warn!(error = %e, "an MCP server refused subscriptions/listen; its tool list is not refreshed");
+            return;
+        }
+    };
+    while let Ok(Some(notification)) = subscription.next().await {
+        if let ServerNotification::ToolListChangedNotification(_) = notification {
+            tokio::spawn(refresh(server.clone(), peer.clone()));
+        }
+    }
+}
+
 /// A running connection.
 pub(super) struct Connection {
     pub running: RunningService<RoleClient, Handler>,
     /// Reads the child's stderr into the tail until it closes.
     pub stderr: Option<JoinHandle<()>>,
+    /// The `subscriptions/listen` stream of a 2026-07-28 connection.
+    pub listener: Option<JoinHandle<()>>,
     pub list: Vec<rmcp::model::Tool>,
     pub protocol: String,
 }
 
+/// A handshake's outcome within its wait, `None` past it.
+type Handshake = Option<Result<RunningService<RoleClient, Handler>, ClientInitializeError>>;
+
+/// How the handshake goes: the revision pinned by `protocol`, else a
+/// `server/discover` probe for 2026-07-28 that falls back to `initialize`
+/// at 2025-11-25 when the server refuses the method (or, rmcp's bound,
+/// does not answer it within 10 s). A server known to ignore the probe
+/// (`legacy`) is spoken to with `initialize` at once.
+fn lifecycle(protocol: Option<ProtocolToml>, legacy: bool) -> ClientLifecycleMode {
+    match (protocol, legacy) {
+        (Some(ProtocolToml::V2025_11_25), _) | (None, true) => ClientLifecycleMode::Initialize,
+        (Some(ProtocolToml::V2026_07_28), _) => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        (None, false) => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        },
+    }
+}
+
 /// Starts (or reaches) the server, shakes hands and lists its tools.
+///
+/// The handshake takes at most the startup wait. A probe (no `protocol`)
+/// takes at most half of it: a server that neither answers nor refuses
+/// `server/discover` by then is started again (or reached again) with
+/// `initialize` alone for the rest, and is remembered as such, so its
+/// restarts skip the probe.
 pub(super) async fn connect(
     server: &Arc<McpServer>,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) -> Result<Connection, String> {
+    let wait = server.startup_wait;
+    let started = Instant::now();
+    let mode = lifecycle(server.settings.protocol, server.legacy.load(Relaxed));
+    let probing = matches!(mode, ClientLifecycleMode::Auto { .. });
+    let within = if probing { wait / 2 } else { wait };
+    let (mut running, mut stderr) = handshake(server, &tail, mode, within).await?;
+    if probing && running.is_none() {
+        tracing::info!(server = %server.name, "MCP server did not answer server/discover; trying initialize");
+        let rest = wait.saturating_sub(started.elapsed());
+        let legacy = ClientLifecycleMode::Initialize;
+        (running, stderr) = handshake(server, &tail, legacy, rest).await?;
+        if let Some(Ok(_)) = &running {
+            server.legacy.store(true, Relaxed);
+        }
+    }
+    let running = match running {
+        None => {
+            return Err(format!(
+                "no answer to the handshake within {} s",
+                wait.as_secs()
+            ));
+        }
+        Some(Err(e)) => return Err(format!("the handshake failed: {e}")),
+        Some(Ok(running)) => running,
+    };
+    let version = (running.peer().peer_info()).map(|info| info.protocol_version.clone());
+    let protocol = version.as_ref().map(|v| v.to_string()).unwrap_or_default();
+    let list = match tokio::time::timeout(wait, running.peer().list_all_tools()).await {
+        Err(_) => {
+            return Err(format!(
+                "no answer to tools/list within {} s",
+                wait.as_secs()
+            ));
+        }
+        Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
+        Ok(Ok(list)) => list,
+    };
+    let listener = (version.is_some_and(|v| !v.has_initialize()))
+        .then(|| tokio::spawn(listen(Arc::downgrade(server), running.peer().clone())));
+    Ok(Connection {
+        running,
+        stderr,
+        listener,
+        list,
+        protocol,
+    })
+}
+
+/// Opens the server's transport and shakes hands the way of `mode`, for
+/// at most `wait` (a timed-out child is killed as its transport drops).
+async fn handshake(
+    server: &Arc<McpServer>,
+    tail: &Arc<Mutex<VecDeque<String>>>,
+    mode: ClientLifecycleMode,
+    wait: Duration,
+) -> Result<(Handshake, Option<JoinHandle<()>>), String> {
     let settings = &server.settings;
     let mut info = ClientConfig::default();
-    if let Some(protocol) = &settings.protocol {
-        info.protocol_version = serde_json::from_value::<ProtocolVersion>(protocol.clone().into())
-            .map_err(|e| format!("protocol {protocol:?}: {e}"))?;
-    }
+    // What `initialize` asks for; `server/discover` names its own revision.
+    info.protocol_version = ProtocolVersion::V_2025_11_25;
     let handler = Handler {
         server: Arc::downgrade(server),
         info,
     };
-    let wait = server.startup_wait;
-    let (running, stderr) = match (&settings.command, &settings.url) {
+    match (&settings.command, &settings.url) {
         (Some(command), None) => {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(settings.args.iter().flatten());
@@ -84,9 +195,9 @@ pub(super) async fn connect(
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("could not start {command:?}: {e}"))?;
-            let stderr = stderr.map(|stderr| tokio::spawn(read_stderr(stderr, tail)));
-            let running = tokio::time::timeout(wait, handler.serve(transport)).await;
-            (running, stderr)
+            let stderr = stderr.map(|stderr| tokio::spawn(read_stderr(stderr, tail.clone())));
+            let running = handler.serve_with_lifecycle(transport, mode);
+            Ok((tokio::time::timeout(wait, running).await.ok(), stderr))
         }
         (None, Some(url)) => {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -100,46 +211,11 @@ pub(super) async fn connect(
                 config.custom_headers.insert(name, value);
             }
             let transport = StreamableHttpClientTransport::from_config(config);
-            (
-                tokio::time::timeout(wait, handler.serve(transport)).await,
-                None,
-            )
+            let running = handler.serve_with_lifecycle(transport, mode);
+            Ok((tokio::time::timeout(wait, running).await.ok(), None))
         }
-        _ => {
-            return Err(
-                "expected exactly one of `command` (stdio) and `url` (streamable HTTP)".into(),
-            );
-        }
-    };
-    let running = match running {
-        Err(_) => {
-            return Err(format!(
-                "no answer to the handshake within {} s",
-                wait.as_secs()
-            ));
-        }
-        Ok(Err(e)) => return Err(format!("the handshake failed: {e}")),
-        Ok(Ok(running)) => running,
-    };
-    let protocol = (running.peer().peer_info())
-        .map(|info| info.protocol_version.to_string())
-        .unwrap_or_default();
-    let list = match tokio::time::timeout(wait, running.peer().list_all_tools()).await {
-        Err(_) => {
-            return Err(format!(
-                "no answer to tools/list within {} s",
-                wait.as_secs()
-            ));
-        }
-        Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
-        Ok(Ok(list)) => list,
-    };
-    Ok(Connection {
-        running,
-        stderr,
-        list,
-        protocol,
-    })
+        _ => Err("expected exactly one of `command` (stdio) and `url` (streamable HTTP)".into()),
+    }
 }
 
 /// Keeps the last lines of the child's stderr.
@@ -151,5 +227,30 @@ async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeq
             tail.pop_front();
         }
         tail.push_back(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_picks_the_handshake() {
+        let modern = || vec![ProtocolVersion::V_2026_07_28];
+        assert_eq!(
+            lifecycle(None, false),
+            ClientLifecycleMode::Auto {
+                preferred_versions: modern(),
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            }
+        );
+        assert_eq!(lifecycle(None, true), ClientLifecycleMode::Initialize);
+        let legacy = Some(ProtocolToml::V2025_11_25);
+        assert_eq!(lifecycle(legacy, false), ClientLifecycleMode::Initialize);
+        let pinned = Some(ProtocolToml::V2026_07_28);
+        let discover = ClientLifecycleMode::Discover {
+            preferred_versions: modern(),
+        };
+        assert_eq!(lifecycle(pinned, true), discover);
     }
 }

@@ -2,6 +2,7 @@
 //! tool list and what `wasmclaw mcp list` shows of it.
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +37,8 @@ pub struct McpServer {
     always_prefix: bool,
     /// The longest wait for the handshake and the first tool list.
     pub startup_wait: Duration,
+    /// It ignored `server/discover`: its handshakes are `initialize` only.
+    pub(super) legacy: AtomicBool,
     plugins: Arc<Plugins>,
     /// Whether its events may be published: held until the host's event
     /// consumers are subscribed ([`McpServer::announce`]).
@@ -76,6 +79,7 @@ impl McpServer {
             settings,
             always_prefix,
             startup_wait,
+            legacy: AtomicBool::new(false),
             plugins,
             announced: watch::channel(false).0,
             live: Mutex::default(),

@@ -43,6 +43,9 @@ pub(super) async fn supervise(server: Arc<McpServer>, bus: EventBus) {
                     }),
                 );
                 let reason = conn.running.waiting().await;
+                if let Some(listener) = conn.listener {
+                    listener.abort();
+                }
                 if let Some(stderr) = conn.stderr {
                     let _ = tokio::time::timeout(Duration::from_secs(1), stderr).await;
                 }
