@@ -16,6 +16,7 @@ use wasmclaw_tests::python::{python, script};
 use wasmclaw_tests::{PluginDir, json_lines, run_wasmclaw};
 
 mod revisions;
+mod rmcp;
 
 fn server_script() -> PathBuf {
     script("mcp_tool_server.py")
