@@ -15,6 +15,7 @@ use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::python::{python, script};
 use wasmclaw_tests::{PluginDir, json_lines, run_wasmclaw};
 
+mod interrupt;
 mod revisions;
 mod rmcp;
 
@@ -235,7 +236,7 @@ async fn a_call_past_the_deadline_or_over_the_output_limit_fails_with_a_readable
     // The call given up was cancelled at the server.
     assert!(
         wasmclaw_tests::eventually(std::time::Duration::from_secs(10), || {
-            std::fs::read_to_string(&mark).is_ok_and(|m| m == "cancelled hang\n")
+            std::fs::read_to_string(&mark).is_ok_and(|m| m == "started hang\ncancelled hang\n")
         })
         .await,
         "the server never saw notifications/cancelled"

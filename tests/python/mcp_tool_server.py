@@ -8,8 +8,8 @@
                                     `server/discover` among them; one tool, echo)
 
 Tools: echo, add (a name the `echo` test plugin also offers), crash (the
-process exits mid-call), hang (never answers; when cancelled it appends
-"cancelled hang" to the file named by MCP_MARK), huge (2 MB of text),
+process exits mid-call), hang (never answers; it appends "started hang" to the file
+named by MCP_MARK, and "cancelled hang" when cancelled), huge (2 MB of text),
 grow (adds the tool `extra` and says the list changed), fails (a tool
 error), and `not.a.model.name` (a name model APIs refuse: the client must
 leave it out). The header `x-test-key`, when sent, is echoed by `whoami`.
@@ -49,16 +49,21 @@ def crash() -> str:
     os._exit(3)
 
 
+def _mark(line: str) -> None:
+    mark = os.environ.get("MCP_MARK")
+    if mark:
+        with open(mark, "a") as f:
+            f.write(line + "\n")
+
+
 @server.tool()
 async def hang() -> str:
     """Never answers."""
+    _mark("started hang")
     try:
         await anyio.sleep(3600)
     except anyio.get_cancelled_exc_class():
-        mark = os.environ.get("MCP_MARK")
-        if mark:
-            with open(mark, "a") as f:
-                f.write("cancelled hang\n")
+        _mark("cancelled hang")
         raise
     return "woke"
 
