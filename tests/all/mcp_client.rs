@@ -236,7 +236,8 @@ async fn a_call_past_the_deadline_or_over_the_output_limit_fails_with_a_readable
     // The call given up was cancelled at the server.
     assert!(
         wasmclaw_tests::eventually(std::time::Duration::from_secs(10), || {
-            std::fs::read_to_string(&mark).is_ok_and(|m| m == "started hang\ncancelled hang\n")
+            std::fs::read_to_string(&mark)
+                .is_ok_and(|m| m == "server started\nstarted hang\ncancelled hang\n")
         })
         .await,
         "the server never saw notifications/cancelled"

@@ -9,7 +9,8 @@
 
 Tools: echo, add (a name the `echo` test plugin also offers), crash (the
 process exits mid-call), hang (never answers; it appends "started hang" to the file
-named by MCP_MARK, and "cancelled hang" when cancelled), huge (2 MB of text),
+named by MCP_MARK, and "cancelled hang" when cancelled; over stdio the
+server appends "server started" there when it starts), huge (2 MB of text),
 grow (adds the tool `extra` and says the list changed), fails (a tool
 error), and `not.a.model.name` (a name model APIs refuse: the client must
 leave it out). The header `x-test-key`, when sent, is echoed by `whoami`.
@@ -120,13 +121,15 @@ def whoami(ctx: Context) -> str:
 
 
 def serve_silent() -> None:
-    """Answers initialize, tools/list and tools/call of echo; ignores the rest."""
+    """Answers initialize, tools/list and tools/call of echo; ignores the
+    rest. Appends each method it receives to the file named by MCP_MARK."""
     import json
 
     echo_tool = {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
     for line in sys.stdin:
         message = json.loads(line)
         method, params = message.get("method"), message.get("params") or {}
+        _mark(method)
         if method == "initialize":
             result = {
                 "protocolVersion": "2025-11-25",
@@ -153,4 +156,5 @@ if __name__ == "__main__":
     elif mode == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
+        _mark("server started")
         server.run()

@@ -20,9 +20,9 @@
 //!   after a backoff of 0.5 s doubling to 30 s.
 //! - Protocol ([`connect`]): by default `server/discover` for the
 //!   stateless 2026-07-28 revision, falling back to `initialize` at
-//!   2025-11-25 for a server that refuses it (one that ignores it is
-//!   tried again with `initialize` after half the startup wait); the server's
-//!   `protocol` key pins one of the two. The revision agreed on is in
+//!   2025-11-25 for a server that refuses it (one that ignores it fails
+//!   its first start after the startup wait and is started again with
+//!   `initialize` alone); the server's `protocol` key pins one of the two. The revision agreed on is in
 //!   `mcp_server_ready` and `wasmclaw mcp list`.
 
 mod connect;

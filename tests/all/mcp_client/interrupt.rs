@@ -12,8 +12,8 @@ const LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A turn of `wasmclaw serve` whose MCP call hangs, stopped by a hard
 /// interrupt: the turn ends `aborted`, the server sees
-/// `notifications/cancelled` for the call, and the next call to it works;
-/// at each revision.
+/// `notifications/cancelled` for the call, and the next call to it works,
+/// over the same connection; at each revision.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hard_interrupt_mid_call_aborts_the_turn_and_cancels_the_call() {
     for line in ["", "protocol = \"2025-11-25\""] {
@@ -49,14 +49,17 @@ async fn a_hard_interrupt_mid_call_aborts_the_turn_and_cancels_the_call() {
                 sent.await.unwrap().json::<Value>().await.unwrap()
             })
         };
-        assert!(marked("started hang\n").await, "the call never started");
+        assert!(
+            marked("server started\nstarted hang\n").await,
+            "the call never started"
+        );
         let interrupt = json!({"mode": "hard"});
         let interrupted = (server.post(&client, "/v1/sessions/s/interrupt", interrupt)).await;
         assert_eq!(interrupted["mode"], "hard", "{interrupted}");
         let ended = tokio::time::timeout(LIMIT, asked).await.unwrap().unwrap();
         assert_eq!(ended["status"], "aborted", "{ended}");
         assert!(
-            marked("started hang\ncancelled hang\n").await,
+            marked("server started\nstarted hang\ncancelled hang\n").await,
             "the server never saw notifications/cancelled ({line:?})"
         );
         let next = server.ask(&client, "s", "again").await;
@@ -65,6 +68,9 @@ async fn a_hard_interrupt_mid_call_aborts_the_turn_and_cancels_the_call() {
             (&json!("completed"), &json!("done"))
         );
         assert_eq!(tool_results(&fake), ["echo: after"]);
+        // By the same process: the cancellation did not cost the connection.
+        let marks = std::fs::read_to_string(&mark).unwrap();
+        assert_eq!(marks, "server started\nstarted hang\ncancelled hang\n");
         server.stop().await;
     }
 }

@@ -10,12 +10,12 @@ use std::process::Stdio;
 use std::str::FromStr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::{ClientConfig, ProtocolVersion, ServerNotification, SubscriptionFilter};
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
-    RunningService,
+    RunningService, Subscription,
 };
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -59,16 +59,28 @@ async fn refresh(server: Weak<McpServer>, peer: Peer<RoleClient>) {
 
 /// At 2026-07-28 a change of the server's tools is told only on a
 /// `subscriptions/listen` stream the client opened: this opens one for
-/// `tools/list_changed` and refreshes the list on each, until it ends.
-async fn listen(server: Weak<McpServer>, peer: Peer<RoleClient>) {
+/// `tools/list_changed` (before the server is offered, so no change is
+/// missed) and then refreshes the list on each, until the stream ends.
+async fn listen(
+    server: &Arc<McpServer>,
+    peer: &Peer<RoleClient>,
+    wait: Duration,
+) -> Option<JoinHandle<()>> {
     let filter = SubscriptionFilter::builder().tools_list_changed().build();
-    let mut subscription = match peer.listen(filter).await {
-        Ok(subscription) => subscription,
-        Err(e) => {
-            tracing::warn!(error = %e, "an MCP server refused subscriptions/listen; its tool list is not refreshed");
-            return;
+    let error = match tokio::time::timeout(wait, peer.listen(filter)).await {
+        Ok(Ok(subscription)) => {
+            let relisting = relist(Arc::downgrade(server), peer.clone(), subscription);
+            return Some(tokio::spawn(relisting));
         }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} s", wait.as_secs()),
     };
+    tracing::warn!(server = %server.name, %error, "MCP server did not open subscriptions/listen; its tool list is not refreshed");
+    None
+}
+
+/// Refreshes the tool list on each `tools/list_changed` of `subscription`.
+async fn relist(server: Weak<McpServer>, peer: Peer<RoleClient>, mut subscription: Subscription) {
     while let Ok(Some(notification)) = subscription.next().await {
         if let ServerNotification::ToolListChangedNotification(_) = notification {
             tokio::spawn(refresh(server.clone(), peer.clone()));
@@ -93,8 +105,8 @@ type Handshake = Option<Result<RunningService<RoleClient, Handler>, ClientInitia
 /// How the handshake goes: the revision pinned by `protocol`, else a
 /// `server/discover` probe for 2026-07-28 that falls back to `initialize`
 /// at 2025-11-25 when the server refuses the method (or, rmcp's bound,
-/// does not answer it within 10 s). A server known to ignore the probe
-/// (`legacy`) is spoken to with `initialize` at once.
+/// does not answer it within 10 s). A server whose last probe went
+/// unanswered (`legacy`) is spoken to with `initialize` at once.
 fn lifecycle(protocol: Option<ProtocolToml>, legacy: bool) -> ClientLifecycleMode {
     match (protocol, legacy) {
         (Some(ProtocolToml::V2025_11_25), _) | (None, true) => ClientLifecycleMode::Initialize,
@@ -110,31 +122,32 @@ fn lifecycle(protocol: Option<ProtocolToml>, legacy: bool) -> ClientLifecycleMod
 
 /// Starts (or reaches) the server, shakes hands and lists its tools.
 ///
-/// The handshake takes at most the startup wait. A probe (no `protocol`)
-/// takes at most half of it: a server that neither answers nor refuses
-/// `server/discover` by then is started again (or reached again) with
-/// `initialize` alone for the rest, and is remembered as such, so its
-/// restarts skip the probe.
+/// The handshake takes at most the startup wait. A server that neither
+/// answers nor refuses the `server/discover` probe by then cannot be told
+/// from one still starting, so it is not cut short: it fails, and its
+/// next start (the supervisor's, after the backoff) speaks `initialize`
+/// alone. Once that works its restarts skip the probe; if that fails too,
+/// the next start probes again.
 pub(super) async fn connect(
     server: &Arc<McpServer>,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) -> Result<Connection, String> {
     let wait = server.startup_wait;
-    let started = Instant::now();
-    let mode = lifecycle(server.settings.protocol, server.legacy.load(Relaxed));
+    let legacy = server.legacy.load(Relaxed);
+    let mode = lifecycle(server.settings.protocol, legacy);
     let probing = matches!(mode, ClientLifecycleMode::Auto { .. });
-    let within = if probing { wait / 2 } else { wait };
-    let (mut running, mut stderr) = handshake(server, &tail, mode, within).await?;
-    if probing && running.is_none() {
-        tracing::info!(server = %server.name, "MCP server did not answer server/discover; trying initialize");
-        let rest = wait.saturating_sub(started.elapsed());
-        let legacy = ClientLifecycleMode::Initialize;
-        (running, stderr) = handshake(server, &tail, legacy, rest).await?;
-        if let Some(Ok(_)) = &running {
-            server.legacy.store(true, Relaxed);
-        }
+    let (running, stderr) = handshake(server, &tail, mode, wait).await?;
+    if legacy && !matches!(running, Some(Ok(_))) {
+        server.legacy.store(false, Relaxed);
     }
     let running = match running {
+        None if probing => {
+            server.legacy.store(true, Relaxed);
+            return Err(format!(
+                "no answer to server/discover within {} s; the next start tries initialize alone",
+                wait.as_secs()
+            ));
+        }
         None => {
             return Err(format!(
                 "no answer to the handshake within {} s",
@@ -156,8 +169,10 @@ pub(super) async fn connect(
         Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
         Ok(Ok(list)) => list,
     };
-    let listener = (version.is_some_and(|v| !v.has_initialize()))
-        .then(|| tokio::spawn(listen(Arc::downgrade(server), running.peer().clone())));
+    let listener = match version.is_some_and(|v| !v.has_initialize()) {
+        true => listen(server, running.peer(), wait).await,
+        false => None,
+    };
     Ok(Connection {
         running,
         stderr,
@@ -168,7 +183,7 @@ pub(super) async fn connect(
 }
 
 /// Opens the server's transport and shakes hands the way of `mode`, for
-/// at most `wait` (a timed-out child is killed as its transport drops).
+/// at most `wait` (a child that timed out is killed as its transport drops).
 async fn handshake(
     server: &Arc<McpServer>,
     tail: &Arc<Mutex<VecDeque<String>>>,
