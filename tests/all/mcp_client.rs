@@ -1,6 +1,12 @@
 //! wasmclaw as an MCP client: the tools of `[mcp.servers.NAME]` (the
-//! Python SDK's server in `tests/python/mcp_tool_server.py`) in real turns
-//! of `wasmclaw run` against the fake model, and `wasmclaw mcp list`.
+//! Python SDK's server in `tests/python/mcp_tool_server.py`, and rmcp's in
+//! `tests/support/bin/rmcp_server.rs`) in real turns of `wasmclaw run` and
+//! `wasmclaw serve` against the fake model, and `wasmclaw mcp list`.
+//!
+//! Revisions: both SDKs (the Python `mcp` 2.3.0 and rmcp 3.11) serve the
+//! stateless 2026-07-28 revision (`server/discover`) over stdio and
+//! streamable HTTP, and 2025-11-25 (`initialize`) beside it; the client's
+//! default probe ends on 2026-07-28 with each, and `protocol` pins either.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +14,10 @@ use serde_json::{Value, json};
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::python::{python, script};
 use wasmclaw_tests::{PluginDir, json_lines, run_wasmclaw};
+
+mod interrupt;
+mod revisions;
+mod rmcp;
 
 fn server_script() -> PathBuf {
     script("mcp_tool_server.py")
@@ -110,7 +120,7 @@ async fn an_mcp_servers_tool_runs_in_a_real_turn() {
             &ready[0]["tools"],
             &ready[0]["protocol"]
         ),
-        (&json!("py"), &json!(8), &json!("2025-11-25"))
+        (&json!("py"), &json!(8), &json!("2026-07-28"))
     );
     let ends = of_kind(&events, "tool_call_end");
     assert_eq!(ends.len(), 1);
@@ -226,7 +236,8 @@ async fn a_call_past_the_deadline_or_over_the_output_limit_fails_with_a_readable
     // The call given up was cancelled at the server.
     assert!(
         wasmclaw_tests::eventually(std::time::Duration::from_secs(10), || {
-            std::fs::read_to_string(&mark).is_ok_and(|m| m == "cancelled hang\n")
+            std::fs::read_to_string(&mark)
+                .is_ok_and(|m| m == "server started\nstarted hang\ncancelled hang\n")
         })
         .await,
         "the server never saw notifications/cancelled"
@@ -307,25 +318,36 @@ async fn mcp_list_shows_each_servers_state_and_tools() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out,
-        "bad: failed: the handshake failed: connection closed: initialize response\n\
-         py: ready (protocol 2025-11-25)\n  py__echo\n  huge\n"
+        "bad: failed: the handshake failed: connection closed: discover response\n\
+         py: ready (protocol 2026-07-28)\n  py__echo\n  huge\n"
     );
 }
 
+/// At 2026-07-28 the change comes on the `subscriptions/listen` stream
+/// the client opens; at 2025-11-25 as a notification of the session.
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_list_changed_refreshes_the_list_within_a_turn() {
-    let dir = PluginDir::new();
-    let home = home_with(&dir, &stdio_server("py", "stdio", ""));
-    let fake = FakeModel::start([
-        Reply::tool("c1", "grow", json!({})),
-        Reply::tool("c2", "extra", json!({})),
-        Reply::text("done"),
-    ])
-    .await;
-    let (code, _, err) = run(&dir, &home, &fake).await;
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(tool_results(&fake), ["grown", "extra ran"]);
-    assert!(!offered(&fake).contains(&"extra".to_string()));
+    for (protocol, line) in [
+        ("2026-07-28", ""),
+        ("2025-11-25", "protocol = \"2025-11-25\""),
+    ] {
+        let dir = PluginDir::new();
+        let home = home_with(&dir, &stdio_server("py", "stdio", line));
+        let fake = FakeModel::start([
+            Reply::tool("c1", "grow", json!({})),
+            Reply::tool("c2", "extra", json!({})),
+            Reply::text("done"),
+        ])
+        .await;
+        let (code, events, err) = run(&dir, &home, &fake).await;
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(tool_results(&fake), ["grown", "extra ran"], "{protocol}");
+        assert!(!offered(&fake).contains(&"extra".to_string()));
+        assert_eq!(
+            of_kind(&events, "mcp_server_ready")[0]["protocol"],
+            protocol
+        );
+    }
 }
 
 /// The Python server over streamable HTTP on a free port, killed on drop.
@@ -390,7 +412,7 @@ async fn a_streamable_http_server_with_headers_from_the_environment() {
     let ready = of_kind(&events, "mcp_server_ready");
     assert_eq!(
         (&ready[0]["server"], &ready[0]["protocol"]),
-        (&json!("web"), &json!("2025-11-25"))
+        (&json!("web"), &json!("2026-07-28"))
     );
 }
 
@@ -413,6 +435,27 @@ async fn an_rmcp_server_over_stdio() {
             &ready[0]["tools"],
             &ready[0]["protocol"]
         ),
-        (&json!("rs"), &json!(1), &json!("2025-11-25"))
+        (&json!("rs"), &json!(1), &json!("2026-07-28"))
     );
+}
+
+/// `[mcp.servers.rs]`: the rmcp server over stdio, plus `extra` lines.
+fn rmcp_stdio(extra: &str) -> String {
+    format!(
+        "[mcp.servers.rs]\ncommand = {:?}\n{extra}\n",
+        env!("CARGO_BIN_EXE_rmcp_server")
+    )
+}
+
+/// A turn calling `tool` of the one server of `toml`: the tool results
+/// and the protocol its (only) `mcp_server_ready` names.
+async fn one_call(toml: &str, tool: &str, arguments: Value) -> (Vec<String>, Value) {
+    let dir = PluginDir::new();
+    let home = home_with(&dir, toml);
+    let fake = FakeModel::start([Reply::tool("c1", tool, arguments), Reply::text("done")]).await;
+    let (code, events, err) = run(&dir, &home, &fake).await;
+    assert_eq!(code, 0, "{err}");
+    let ready = of_kind(&events, "mcp_server_ready");
+    assert_eq!(ready.len(), 1, "{events:?}");
+    (tool_results(&fake), ready[0]["protocol"].clone())
 }

@@ -18,9 +18,12 @@
 //!   reported (`mcp_server_failed`, with the tail of its stderr), its calls
 //!   fail with an `upstream` error that says so, and it is started again
 //!   after a backoff of 0.5 s doubling to 30 s.
-//! - Protocol: the handshake (`initialize`) asks for 2025-11-25 unless the
-//!   server's `protocol` key names another revision; the revision agreed on
-//!   is in `mcp_server_ready` and `wasmclaw mcp list`.
+//! - Protocol ([`connect`]): by default `server/discover` for the
+//!   stateless 2026-07-28 revision, falling back to `initialize` at
+//!   2025-11-25 for a server that refuses it (one that ignores it fails
+//!   its first start after the startup wait and is started again with
+//!   `initialize` alone); the server's `protocol` key pins one of the two. The revision agreed on is in
+//!   `mcp_server_ready` and `wasmclaw mcp list`.
 
 mod connect;
 pub mod server;

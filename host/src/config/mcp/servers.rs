@@ -4,6 +4,9 @@
 //! stdin and stdout (`command`, with `args`, `env` and `cwd`), or streamable
 //! HTTP (`url`, with `headers_env`: each header's value is read from the
 //! environment variable named, so no secret is written in the file).
+//! `protocol` pins the revision (and so the handshake); any other value
+//! than the two revisions is refused when the file is read, naming
+//! `mcp.servers.NAME.protocol` and the values accepted.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,8 +38,21 @@ pub struct McpServerToml {
     pub timeout_secs: Option<u64>,
     /// The most a call's result may hold, in KiB (default 1024).
     pub output_kib: Option<u64>,
-    /// The protocol revision to ask for (default: the newest both know).
-    pub protocol: Option<String>,
+    /// The one protocol revision to speak (default: 2026-07-28 through
+    /// `server/discover`, falling back to 2025-11-25 through `initialize`).
+    pub protocol: Option<ProtocolToml>,
+}
+
+/// `protocol`: a revision of the MCP protocol, and with it the handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum ProtocolToml {
+    /// `initialize` and `notifications/initialized`, then a session.
+    #[serde(rename = "2025-11-25")]
+    V2025_11_25,
+    /// Stateless: `server/discover`, every request carrying its own
+    /// revision and client info.
+    #[serde(rename = "2026-07-28")]
+    V2026_07_28,
 }
 
 /// `[mcp]` as the client uses it.

@@ -2,6 +2,7 @@
 //! tool list and what `wasmclaw mcp list` shows of it.
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +37,9 @@ pub struct McpServer {
     always_prefix: bool,
     /// The longest wait for the handshake and the first tool list.
     pub startup_wait: Duration,
+    /// Its last `server/discover` probe went unanswered: its next
+    /// handshake is `initialize` alone (see `connect`).
+    pub(super) legacy: AtomicBool,
     plugins: Arc<Plugins>,
     /// Whether its events may be published: held until the host's event
     /// consumers are subscribed ([`McpServer::announce`]).
@@ -76,6 +80,7 @@ impl McpServer {
             settings,
             always_prefix,
             startup_wait,
+            legacy: AtomicBool::new(false),
             plugins,
             announced: watch::channel(false).0,
             live: Mutex::default(),
@@ -97,6 +102,11 @@ impl McpServer {
         self.announced.send_replace(true);
     }
 
+    /// Whether its events may be published now.
+    pub(super) fn is_announced(&self) -> bool {
+        *self.announced.borrow()
+    }
+
     /// Waits until its events may be published.
     pub(super) async fn announced(&self) {
         let _ = self.announced.subscribe().wait_for(|a| *a).await;
@@ -114,10 +124,15 @@ impl McpServer {
         self.status()
     }
 
-    /// Its connection, or why there is none.
+    /// Its connection, or why there is none. A connection whose transport
+    /// closed (the server exited a moment ago) is none, though the
+    /// supervisor may not have seen that yet.
     pub(super) fn peer(&self) -> Result<Peer<RoleClient>, String> {
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         match (&live.peer, &live.error) {
+            (Some(peer), _) if peer.is_transport_closed() => {
+                Err("its connection closed".to_string())
+            }
             (Some(peer), _) => Ok(peer.clone()),
             (None, Some(error)) => Err(error.clone()),
             (None, None) => Err("it has not started yet".to_string()),
@@ -132,10 +147,21 @@ impl McpServer {
             return Ok(peer);
         }
         let _ = tokio::time::timeout(wait, async {
-            if *rx.borrow_and_update() != Status::Starting {
-                let _ = rx.changed().await;
+            // A failure counts once an attempt began: the one under way, or
+            // the next (not the one a closed connection still shows ready).
+            let now = rx.borrow_and_update().clone();
+            if matches!(now, Status::Ready { .. }) && self.peer().is_ok() {
+                return;
             }
-            let _ = rx.wait_for(|s| *s != Status::Starting).await;
+            let mut attempted = now == Status::Starting;
+            while rx.changed().await.is_ok() {
+                match &*rx.borrow_and_update() {
+                    Status::Starting => attempted = true,
+                    Status::Ready { .. } if self.peer().is_ok() => return,
+                    Status::Failed { .. } if attempted => return,
+                    _ => {}
+                }
+            }
         })
         .await;
         self.peer()

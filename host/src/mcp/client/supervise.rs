@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use wasmclaw_protocol::{EventBody, McpServerFailed, McpServerReady};
 
 use super::connect::connect;
@@ -14,9 +15,35 @@ use crate::bus::{EventBus, Scope};
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// Publishes `body` once the server's events may go out, after the one
+/// before it (`previous`): held events keep their order, and holding them
+/// never stops the supervisor (a front end that never announces the
+/// servers still has them restarted).
+fn publish(
+    server: &Arc<McpServer>,
+    bus: &EventBus,
+    previous: Option<JoinHandle<()>>,
+    body: EventBody,
+) -> Option<JoinHandle<()>> {
+    let previous = previous.filter(|p| !p.is_finished());
+    if previous.is_none() && server.is_announced() {
+        bus.publish(&Scope::host(), body);
+        return None;
+    }
+    let (server, bus) = (server.clone(), bus.clone());
+    Some(tokio::spawn(async move {
+        if let Some(previous) = previous {
+            let _ = previous.await;
+        }
+        server.announced().await;
+        bus.publish(&Scope::host(), body);
+    }))
+}
+
 /// Runs `server` until the host exits.
 pub(super) async fn supervise(server: Arc<McpServer>, bus: EventBus) {
     let mut backoff = FIRST_BACKOFF;
+    let mut held = None;
     loop {
         server.status.send_replace(Status::Starting);
         let tail = Arc::default();
@@ -33,16 +60,16 @@ pub(super) async fn supervise(server: Arc<McpServer>, bus: EventBus) {
                 server.status.send_replace(Status::Ready {
                     protocol: conn.protocol.clone(),
                 });
-                server.announced().await;
-                bus.publish(
-                    &Scope::host(),
-                    EventBody::McpServerReady(McpServerReady {
-                        server: server.name.clone(),
-                        tools,
-                        protocol: conn.protocol,
-                    }),
-                );
+                let ready = EventBody::McpServerReady(McpServerReady {
+                    server: server.name.clone(),
+                    tools,
+                    protocol: conn.protocol,
+                });
+                held = publish(&server, &bus, held, ready);
                 let reason = conn.running.waiting().await;
+                if let Some(listener) = conn.listener {
+                    listener.abort();
+                }
                 if let Some(stderr) = conn.stderr {
                     let _ = tokio::time::timeout(Duration::from_secs(1), stderr).await;
                 }
@@ -70,15 +97,12 @@ pub(super) async fn supervise(server: Arc<McpServer>, bus: EventBus) {
             error: error.clone(),
         });
         tracing::warn!(server = %server.name, %error, "MCP server failed; starting it again after {backoff:?}");
-        server.announced().await;
-        bus.publish(
-            &Scope::host(),
-            EventBody::McpServerFailed(McpServerFailed {
-                server: server.name.clone(),
-                error,
-                stderr_tail,
-            }),
-        );
+        let failed = EventBody::McpServerFailed(McpServerFailed {
+            server: server.name.clone(),
+            error,
+            stderr_tail,
+        });
+        held = publish(&server, &bus, held, failed);
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
