@@ -40,11 +40,9 @@ use tokio::sync::mpsc;
 use super::sessions::turn_end;
 use super::{Api, ApiError};
 use crate::bus::Filter;
-use crate::core::{Core, Events};
+use crate::core::{Events, StopOnDrop};
 use crate::llm::{Message, Usage};
-use crate::protocol::{
-    Accepted, EventBody, InterruptMode, LlmDelta, LlmRetry, Op, Target, TurnEnd, TurnStatus,
-};
+use crate::protocol::{Accepted, EventBody, LlmDelta, LlmRetry, Op, TurnEnd, TurnStatus};
 
 /// The model name of the default agent, and the one answered when the
 /// request names none.
@@ -147,10 +145,7 @@ pub async fn completions(
     let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await? else {
         unreachable!("a new session starts its turn at once");
     };
-    let mut guard = StopOnDrop {
-        core: core.clone(),
-        turn_id: Some(turn_id.clone()),
-    };
+    let mut guard = StopOnDrop::new(&core, &turn_id);
     let reply = Reply {
         id: format!("chatcmpl-{turn_id}"),
         model,
@@ -171,7 +166,7 @@ pub async fn completions(
             .into_response()
     } else {
         let ended = turn_end(&api, &mut watch).await?;
-        guard.turn_id = None;
+        guard.disarm();
         if ended.status == TurnStatus::Completed {
             let answer = ended.answer.unwrap_or_default();
             Json(reply.completion(answer, ended.usage)).into_response()
@@ -264,30 +259,6 @@ fn text(content: &Value) -> Result<String, &'static str> {
             Ok(text)
         }
         _ => Err("expected a string or an array of text parts"),
-    }
-}
-
-/// Stops the turn (hard) if dropped before the turn ended: its client went
-/// away.
-struct StopOnDrop {
-    core: Core,
-    turn_id: Option<String>,
-}
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        if let Some(turn_id) = self.turn_id.take() {
-            let op = Op::Interrupt {
-                target: Target::Turn(turn_id),
-                mode: InterruptMode::Hard,
-            };
-            // Refused only if the turn has just ended. An interrupt is done
-            // at once: the task only runs the submit.
-            let core = self.core.clone();
-            tokio::spawn(async move {
-                let _ = core.submit(op).await;
-            });
-        }
     }
 }
 
@@ -401,7 +372,7 @@ async fn stream(
     include_usage: bool,
     tx: mpsc::Sender<SseEvent>,
 ) {
-    let turn_id = guard.turn_id.clone().expect("armed");
+    let turn_id = guard.turn_id().expect("armed").to_string();
     let mut chunks = vec![reply.chunk(json!({ "role": "assistant", "content": "" }), None)];
     let mut text = HeldText::default();
     loop {
@@ -443,7 +414,7 @@ async fn stream(
                 usage,
                 ..
             }) => {
-                guard.turn_id = None;
+                guard.disarm();
                 if *status != TurnStatus::Completed {
                     let error = failed(*status, reason);
                     let body = json!({ "error": { "type": error.kind, "message": error.message } });

@@ -11,8 +11,8 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::agent::lone_call::LoneResult;
 use crate::bus::Filter;
-use crate::core::{Core, Events};
-use crate::protocol::{Accepted, EventKind, InterruptMode, Op, Target, TurnStatus};
+use crate::core::{Core, Events, StopOnDrop};
+use crate::protocol::{Accepted, EventKind, Op, TurnStatus};
 
 /// The prefix of the tool that runs the agent NAME: `agent__NAME`.
 pub const AGENT_TOOL_PREFIX: &str = "agent__";
@@ -80,12 +80,10 @@ pub(super) fn agent_turn(core: &Core, session: &str, agent: &str, task: String) 
             Ok(other) => return error(format!("the turn did not start: {other:?}")),
             Err(refused) => return error(refused.to_string()),
         };
-        let mut stop = StopTurn {
-            core: core.clone(),
-            turn_id: Some(turn_id.clone()),
-        };
+        // Dropped while it waits (the client cancelled), the turn stops.
+        let mut stop = StopOnDrop::new(&core, &turn_id);
         let outcome = core.wait_turn(&turn_id).await;
-        stop.turn_id = None;
+        stop.disarm();
         match outcome {
             Ok(outcome) if outcome.status == TurnStatus::Completed => LoneResult {
                 content: outcome.answer.unwrap_or_default(),
@@ -111,26 +109,5 @@ fn error(text: String) -> LoneResult {
     LoneResult {
         content: format!("error: {text}"),
         is_error: true,
-    }
-}
-
-/// Interrupts the turn hard if the task waiting for it is dropped first.
-struct StopTurn {
-    core: Core,
-    turn_id: Option<String>,
-}
-
-impl Drop for StopTurn {
-    fn drop(&mut self) {
-        if let Some(turn_id) = self.turn_id.take() {
-            let core = self.core.clone();
-            tokio::spawn(async move {
-                let op = Op::Interrupt {
-                    target: Target::Turn(turn_id),
-                    mode: InterruptMode::Hard,
-                };
-                let _ = core.submit(op).await;
-            });
-        }
     }
 }
