@@ -632,6 +632,50 @@ impl Events {
     }
 }
 
+/// Stops the turn `turn_id` (hard) if dropped before [`StopOnDrop::disarm`]:
+/// held by whoever waits for a turn on behalf of a client that may go away
+/// (an HTTP request, an MCP call).
+pub struct StopOnDrop {
+    core: Core,
+    turn_id: Option<String>,
+}
+
+impl StopOnDrop {
+    pub fn new(core: &Core, turn_id: &str) -> StopOnDrop {
+        StopOnDrop {
+            core: core.clone(),
+            turn_id: Some(turn_id.to_string()),
+        }
+    }
+
+    /// The turn it guards.
+    pub fn turn_id(&self) -> Option<&str> {
+        self.turn_id.as_deref()
+    }
+
+    /// The turn ended, or is left to run: dropping does nothing now.
+    pub fn disarm(&mut self) {
+        self.turn_id = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(turn_id) = self.turn_id.take() {
+            let op = Op::Interrupt {
+                target: Target::Turn(turn_id),
+                mode: InterruptMode::Hard,
+            };
+            // Refused only if the turn has just ended. An interrupt is done
+            // at once: the task only runs the submit.
+            let core = self.core.clone();
+            tokio::spawn(async move {
+                let _ = core.submit(op).await;
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -731,49 +775,5 @@ mod tests {
         assert_eq!(turns[0].reason, "imported");
         assert_eq!(turns[0].input, "(imported history)");
         assert_eq!(turns[1].id, turn_id);
-    }
-}
-
-/// Stops the turn `turn_id` (hard) if dropped before [`StopOnDrop::disarm`]:
-/// held by whoever waits for a turn on behalf of a client that may go away
-/// (an HTTP request, an MCP call).
-pub struct StopOnDrop {
-    core: Core,
-    turn_id: Option<String>,
-}
-
-impl StopOnDrop {
-    pub fn new(core: &Core, turn_id: &str) -> StopOnDrop {
-        StopOnDrop {
-            core: core.clone(),
-            turn_id: Some(turn_id.to_string()),
-        }
-    }
-
-    /// The turn it guards.
-    pub fn turn_id(&self) -> Option<&str> {
-        self.turn_id.as_deref()
-    }
-
-    /// The turn ended, or is left to run: dropping does nothing now.
-    pub fn disarm(&mut self) {
-        self.turn_id = None;
-    }
-}
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        if let Some(turn_id) = self.turn_id.take() {
-            let op = Op::Interrupt {
-                target: Target::Turn(turn_id),
-                mode: InterruptMode::Hard,
-            };
-            // Refused only if the turn has just ended. An interrupt is done
-            // at once: the task only runs the submit.
-            let core = self.core.clone();
-            tokio::spawn(async move {
-                let _ = core.submit(op).await;
-            });
-        }
     }
 }

@@ -145,7 +145,7 @@ pub async fn completions(
     let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await? else {
         unreachable!("a new session starts its turn at once");
     };
-    let mut guard = StopOnDrop::new(&core, &turn_id);
+    let mut guard = StopOnDrop::new(core, &turn_id);
     let reply = Reply {
         id: format!("chatcmpl-{turn_id}"),
         model,
