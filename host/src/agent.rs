@@ -340,7 +340,14 @@ impl Agent {
         for status in &self.plugins.catalog().plugins {
             publish_plugin_change(&self.bus, status.as_change());
         }
-        // The MCP servers' events, held until now.
+        self.announce_mcp();
+    }
+
+    /// Lets the MCP servers' events (`mcp_server_ready`, `mcp_server_failed`)
+    /// out, those held since the start first. A front end calls it once
+    /// its consumers are subscribed; `serve` and `wasmclaw mcp`, whose
+    /// plugin events come from the directory watch, call it alone.
+    pub fn announce_mcp(&self) {
         self.mcp.iter().for_each(|server| server.announce());
     }
 

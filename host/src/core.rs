@@ -411,6 +411,11 @@ impl Core {
         self.inner.agent.announce_plugins()
     }
 
+    /// See [`Agent::announce_mcp`].
+    pub fn announce_mcp(&self) {
+        self.inner.agent.announce_mcp()
+    }
+
     /// Picks up plugins added, replaced or removed from now on, and
     /// publishes each change. Watching stops when the handle is dropped.
     pub fn watch_plugins(&self) -> Result<WatchHandle> {

@@ -55,6 +55,7 @@ pub async fn serve(
     // wait for it.
     let (core, _home) = super::agent::start(home, config, false).await?;
     let _watch = core.watch_plugins()?;
+    core.announce_mcp();
     let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
     let listen = &config.server.listen;
     let listener = tokio::net::TcpListener::bind(listen.as_str())

@@ -2,6 +2,8 @@
 //! serve`'s API.
 
 use serde_json::{Value, json};
+use wasmclaw::protocol::EventBody;
+use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::fake_model::{FakeModel, Reply};
 use wasmclaw_tests::serve_bin::{ServeChild, serve_command};
@@ -72,5 +74,19 @@ async fn a_hard_interrupt_mid_call_aborts_the_turn_and_cancels_the_call() {
         let marks = std::fs::read_to_string(&mark).unwrap();
         assert_eq!(marks, "server started\nstarted hang\ncancelled hang\n");
         server.stop().await;
+        // `serve` publishes the server's state like any front end.
+        let store = Store::open(&home.join("sessions.db")).unwrap();
+        let ready: Vec<String> = (store.events(None, 0, 10_000).await.unwrap().into_iter())
+            .filter_map(|e| match e.body {
+                EventBody::McpServerReady(r) => Some(format!("{} {}", r.server, r.protocol)),
+                _ => None,
+            })
+            .collect();
+        let protocol = if line.is_empty() {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(ready, [format!("py {protocol}")], "{line:?}");
     }
 }

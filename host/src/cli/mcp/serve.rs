@@ -37,6 +37,7 @@ pub async fn run(
 ) -> Result<ExitCode> {
     let (core, _home) = crate::cli::agent::start(home, config, false).await?;
     let _watch = core.watch_plugins()?;
+    core.announce_mcp();
     let _reload = crate::config::watch::watch(core.clone(), loader, config.clone())?;
     // The first listing already holds every plugin of the directory.
     core.until_plugins_scanned().await;
