@@ -39,8 +39,9 @@ use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitResult, Implementation, InputRequest, InputRequiredResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    ElicitRequestParams, ElicitResult, Implementation, InputRequest, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use tokio_util::task::AbortOnDropHandle;
@@ -51,7 +52,7 @@ use crate::agent::lone_call::LoneResult;
 use crate::bus::Filter;
 use crate::config::mcp::McpServeSettings;
 use crate::core::Core;
-use crate::protocol::{ApprovalDecision, ApprovalScope, EventKind};
+use crate::protocol::{ApprovalDecision, ApprovalRequested, ApprovalScope, EventKind};
 
 pub use self::asking::Parked;
 
@@ -179,45 +180,12 @@ impl ToolServer {
                         Ask::Decide(decision, note) => {
                             question.decide(&self.core, decision, ApprovalScope::Once, note.into()).await;
                         }
-                        Ask::Elicit => {
-                            let (core, peer) = (self.core.clone(), context.peer.clone());
-                            let params = asking::elicitation(request);
-                            elicits.push(AbortOnDropHandle::new(tokio::spawn(async move {
-                                match peer.create_elicitation(params).await {
-                                    Ok(answer) => question.answer(&core, &answer).await,
-                                    Err(e) => {
-                                        let note = format!("the MCP client did not answer: {e}");
-                                        question.decide(&core, ApprovalDecision::Deny, ApprovalScope::Once, note).await;
-                                    }
-                                }
-                            })));
-                        }
+                        Ask::Elicit => elicits.push(self.elicit(question, request, context)),
                         Ask::Rounds => {
-                            let mut asked = vec![(question, asking::elicitation(request))];
-                            while let Some(event) = running.approvals.try_next().await {
-                                if let Some((question, request)) = Question::of(&event) {
-                                    asked.push((question, asking::elicitation(request)));
-                                }
-                            }
-                            let requests = (asked.iter())
-                                .map(|(q, params)| {
-                                    let request = InputRequest::Elicitation(ElicitRequest::new(params.clone()));
-                                    (q.call_id.clone(), request)
-                                })
-                                .collect();
-                            let questions: Vec<Question> = asked.into_iter().map(|(q, _)| q).collect();
-                            match self.parked.park(Box::new(running), questions.clone()) {
-                                Ok(state) => {
-                                    let result = InputRequiredResult::new(Some(requests), Some(state));
-                                    return Ok(CallToolResponse::InputRequired(result));
-                                }
-                                Err(back) => {
-                                    running = *back;
-                                    for q in questions {
-                                        let note = "too many calls wait for an MCP client's answer".to_string();
-                                        q.decide(&self.core, ApprovalDecision::Deny, ApprovalScope::Once, note).await;
-                                    }
-                                }
+                            let asked = vec![(question, asking::elicitation(request))];
+                            match self.park(running, asked).await {
+                                Ok(input_required) => return Ok(input_required),
+                                Err(back) => running = back,
                             }
                         }
                     }
@@ -230,6 +198,72 @@ impl ToolServer {
                     // A client that is gone is told nothing more.
                     let _ = context.peer.notify_progress(note).await;
                 }
+            }
+        }
+    }
+
+    /// Puts `question` to the client in an `elicitation/create` request, and
+    /// decides the call by the answer: in a task, so the call is followed
+    /// on meanwhile (it may end first, at the approval's timeout).
+    fn elicit(
+        &self,
+        question: Question,
+        request: &ApprovalRequested,
+        context: &RequestContext<RoleServer>,
+    ) -> AbortOnDropHandle<()> {
+        let (core, peer) = (self.core.clone(), context.peer.clone());
+        let params = asking::elicitation(request);
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            match peer.create_elicitation(params).await {
+                Ok(answer) => question.answer(&core, &answer).await,
+                Err(e) => {
+                    let note = format!("the MCP client did not answer: {e}");
+                    let deny = ApprovalDecision::Deny;
+                    question
+                        .decide(&core, deny, ApprovalScope::Once, note)
+                        .await;
+                }
+            }
+        }))
+    }
+
+    /// Parks `running` with the questions `asked` (and any other already
+    /// waiting) and answers `input_required`; gives `running` back, its
+    /// questions denied, when too many calls are parked.
+    async fn park(
+        &self,
+        mut running: Running,
+        mut asked: Vec<(Question, ElicitRequestParams)>,
+    ) -> Result<CallToolResponse, Running> {
+        while let Some(event) = running.approvals.try_next().await {
+            if let Some((question, request)) = Question::of(&event) {
+                asked.push((question, asking::elicitation(request)));
+            }
+        }
+        let requests = (asked.iter())
+            .map(|(q, params)| {
+                let request = InputRequest::Elicitation(ElicitRequest::new(params.clone()));
+                (q.call_id.clone(), request)
+            })
+            .collect();
+        let questions: Vec<Question> = asked.into_iter().map(|(q, _)| q).collect();
+        match self.parked.park(Box::new(running), questions.clone()) {
+            Ok(state) => {
+                let result = InputRequiredResult::new(Some(requests), Some(state));
+                Ok(CallToolResponse::InputRequired(result))
+            }
+            Err(back) => {
+                for q in questions {
+                    let note = "too many calls wait for an MCP client's answer".to_string();
+                    (q.decide(
+                        &self.core,
+                        ApprovalDecision::Deny,
+                        ApprovalScope::Once,
+                        note,
+                    ))
+                    .await;
+                }
+                Err(*back)
             }
         }
     }
