@@ -162,6 +162,10 @@ async fn each_command_answers_changes_what_it_says_and_never_reaches_the_model()
             "1 turns: 10 tokens in, 5 out; the last: 10 in, 5 out; context: about 107 tokens"
         )
     );
+    // The turn's end is published before the scheduler hears of it: wait
+    // for the session to be idle as the scheduler sees it.
+    let idle = tokio::time::timeout(LIMIT, core.until_idle("c")).await;
+    idle.expect("the session goes idle");
     assert_eq!(
         c("/session").await,
         done(

@@ -214,6 +214,17 @@ async fn mcp_over_http_needs_the_token_and_a_loopback_or_configured_host_and_ori
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_the_client_cancels_is_stopped_and_a_long_one_reports_progress() {
+    cancels_and_progress("handshake").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_clients_cancelled_call_is_stopped_and_a_long_one_reports_progress() {
+    cancels_and_progress("modern").await;
+}
+
+/// The cancel client at `revision`: `spin` cancelled (its instance
+/// stopped), then `add`, then a `sleep` long enough for progress.
+async fn cancels_and_progress(revision: &str) {
     let dir = plugins();
     let (_fake, server) = http_server(&dir).await;
     let filter = Filter {
@@ -222,7 +233,7 @@ async fn a_call_the_client_cancels_is_stopped_and_a_long_one_reports_progress() 
         kinds: vec![EventKind::ToolCallEnd],
     };
     let mut events = server.core.subscribe(filter, None);
-    let args = [server.at("/mcp"), TOKEN.to_string()];
+    let args = [revision.to_string(), server.at("/mcp"), TOKEN.to_string()];
     let out = run_script("mcp_client_cancel.py", &args).await;
     // A call that runs over a second is told as progress.
     assert_eq!(
@@ -246,10 +257,19 @@ async fn a_call_the_client_cancels_is_stopped_and_a_long_one_reports_progress() 
         ends.push((end.tool.clone(), end.ok, end.error_kind, end.output.clone()));
         sessions.push(event.session.clone().unwrap_or_default());
     }
-    // Both calls ran in the client's own session, `mcp:<client name>:<id>`
-    // (the SDK's client calls itself `mcp`).
-    assert_eq!(sessions[0], sessions[1]);
-    assert!(sessions[0].starts_with("mcp:mcp:"), "{}", sessions[0]);
+    // Both calls ran in a session of the client's, `mcp:<client name>:<id>`
+    // (the SDK's client calls itself `mcp`): with the handshake, the one of
+    // its connection; stateless, each request stands alone, and so has one
+    // of its own.
+    assert!(
+        sessions.iter().all(|s| s.starts_with("mcp:mcp:")),
+        "{sessions:?}"
+    );
+    assert_eq!(
+        sessions[0] == sessions[1],
+        revision == "handshake",
+        "{sessions:?}"
+    );
     // The spinning instance was stopped by the cancellation, not by its
     // timeout, and the session went on.
     assert_eq!(
@@ -269,6 +289,18 @@ async fn a_call_the_client_cancels_is_stopped_and_a_long_one_reports_progress() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_client_is_told_when_a_plugin_is_dropped_into_the_directory() {
+    told_of_a_new_plugin("handshake").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_client_listening_is_told_when_a_plugin_is_dropped_into_the_directory() {
+    let out = told_of_a_new_plugin("modern").await;
+    assert_eq!(out["event"], "ToolsListChanged", "{out}");
+}
+
+/// The reload client at `revision`: what it printed, checked to show the
+/// plugin added between its two listings.
+async fn told_of_a_new_plugin(revision: &str) -> Value {
     use tokio::io::AsyncBufReadExt;
     let dir = PluginDir::new();
     dir.add("echo");
@@ -277,7 +309,7 @@ async fn the_client_is_told_when_a_plugin_is_dropped_into_the_directory() {
     let script = script("mcp_client_reload.py");
     let mut child = tokio::process::Command::new(python())
         .arg(&script)
-        .args([server.at("/mcp"), TOKEN.to_string()])
+        .args([revision.to_string(), server.at("/mcp"), TOKEN.to_string()])
         .env("NO_PROXY", "127.0.0.1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -315,4 +347,5 @@ async fn the_client_is_told_when_a_plugin_is_dropped_into_the_directory() {
         .unwrap();
     assert!(status.success());
     server.stop().await;
+    out
 }

@@ -1,6 +1,8 @@
 """The official MCP Python SDK cancels a call to wasmclaw's `/mcp`.
 
-Usage: mcp_client_cancel.py URL TOKEN
+Usage: mcp_client_cancel.py REVISION URL TOKEN
+
+REVISION is `handshake` (`initialize`) or `modern` (`server/discover`).
 
 Calls `spin` (a plugin that never returns), gives up on it after a moment
 (the SDK sends `notifications/cancelled`), then calls `add` on the same
@@ -18,12 +20,15 @@ from mcp.client.streamable_http import streamable_http_client
 
 
 async def main():
-    url, token = sys.argv[1:]
+    revision, url, token = sys.argv[1:]
     client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     out = {}
     async with streamable_http_client(url, http_client=client) as (read, write):
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            if revision == "handshake":
+                await session.initialize()
+            else:
+                await session.discover()
             with anyio.move_on_after(2) as scope:
                 await session.call_tool("spin", {})
             out["spin_cancelled"] = scope.cancelled_caught

@@ -179,6 +179,9 @@ impl TurnControl {
     /// come after the turn itself stopped waiting for it.
     pub(crate) async fn calls_gone(&self) {
         self.calls.close();
+        if self.calls.is_empty() {
+            return;
+        }
         if tokio::time::timeout(CHILD_STOP_GRACE, self.calls.wait())
             .await
             .is_err()

@@ -24,7 +24,8 @@
 //! - a client's `notifications/cancelled` drops the call, which stops the
 //!   plugin instance, or interrupts the agent's turn;
 //! - a plugin loaded or unloaded while the client is connected is told to
-//!   it as `notifications/tools/list_changed`.
+//!   it as `notifications/tools/list_changed`: on 2025-11-25 on its session,
+//!   on 2026-07-28 on a `subscriptions/listen` stream it opened.
 //!
 //! Each client gets its own session key, `mcp:<client name>:<id>`
 //! ([`session_key`]), so its calls and their events are kept apart from
@@ -41,9 +42,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
     ElicitRequestParams, ElicitResult, Implementation, InputRequest, InputRequiredResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use tokio_util::task::AbortOnDropHandle;
 
 use self::asking::{Ask, Question};
@@ -51,7 +52,7 @@ use self::running::{AGENT_TOOL_PREFIX, Running};
 use crate::agent::lone_call::LoneResult;
 use crate::bus::Filter;
 use crate::config::mcp::McpServeSettings;
-use crate::core::Core;
+use crate::core::{Core, Events};
 use crate::protocol::{ApprovalDecision, ApprovalRequested, ApprovalScope, EventKind};
 
 pub use self::asking::Parked;
@@ -112,6 +113,16 @@ impl ToolServer {
         self.session
             .get_or_init(|| session_key(&Self::client_name(context)))
             .clone()
+    }
+
+    /// A plugin loaded or unloaded from now on: the served tools changed.
+    fn plugin_changes(&self) -> Events {
+        let filter = Filter {
+            session: None,
+            no_deltas: true,
+            kinds: vec![EventKind::PluginLoaded, EventKind::PluginUnloaded],
+        };
+        self.core.subscribe(filter, None)
     }
 
     fn agent_name(&self) -> String {
@@ -396,13 +407,10 @@ impl ServerHandler for ToolServer {
         self.follow(running, &context).await
     }
 
+    /// 2025-11-25: plugin changes go to the client as notifications on its
+    /// session, from its `initialized` on.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let filter = Filter {
-            session: None,
-            no_deltas: true,
-            kinds: vec![EventKind::PluginLoaded, EventKind::PluginUnloaded],
-        };
-        let mut events = self.core.subscribe(filter, None);
+        let mut events = self.plugin_changes();
         let peer = context.peer;
         tokio::spawn(async move {
             while events.recv().await.is_some() {
@@ -411,6 +419,33 @@ impl ServerHandler for ToolServer {
                 }
             }
         });
+    }
+
+    /// 2026-07-28 has no session to notify: a client that wants to hear of
+    /// plugin changes opens a `subscriptions/listen` stream for them.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut events = self.plugin_changes();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                event = events.recv() => {
+                    let sent = match event {
+                        Some(_) => context.sink().notify_tool_list_changed().await.is_ok(),
+                        None => false,
+                    };
+                    if !sent {
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
 }
 

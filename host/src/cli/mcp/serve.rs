@@ -1,5 +1,6 @@
 //! `wasmclaw mcp`: the tools of the agent it runs (`--agent`, default the
-//! host's default agent) served to one MCP client over stdin and stdout.
+//! host's default agent), and the agents of `[mcp.server] agents`, served
+//! to one MCP client over stdin and stdout.
 //!
 //! stdout carries only the protocol's messages; notes and logs go to
 //! stderr. The plugin directory is watched as `serve` watches it: a plugin
