@@ -49,8 +49,8 @@
 //! # The file
 //!
 //! The file and its `-wal` and `-shm` files are its owner's only (0600).
-//! The database runs in WAL mode with `synchronous=NORMAL`, a 5 s busy timeout
-//! and foreign keys on; the write-ahead log is checkpointed by a thread of its
+//! The database runs in WAL mode with `synchronous=NORMAL`, temporary
+//! storage in memory, a 5 s busy timeout and foreign keys on; the write-ahead log is checkpointed by a thread of its
 //! own after writes, so no commit waits for the disk. Its schema is
 //! versioned with `PRAGMA user_version`: `MIGRATIONS` is applied in order,
 //! the pending ones in one transaction. Statements are prepared once and
@@ -278,7 +278,7 @@ pub struct Store {
 
 /// A commit handed to the event log's writer, and where its result goes.
 pub(crate) struct LogCommit {
-    commit: Commit,
+    commit: Arc<Commit>,
     done: oneshot::Sender<Result<()>>,
 }
 
@@ -335,6 +335,9 @@ impl Store {
         let _mode: String =
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Statement journals and sorts in memory, never in a temporary
+        // file opened and deleted for the purpose.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         // Migrations rebuild tables, which must not cascade: foreign keys
         // (on by default in this build of SQLite) are enforced after them.
         conn.pragma_update(None, "foreign_keys", false)?;
@@ -523,7 +526,7 @@ impl Store {
     /// committed. Fails (writing nothing of this turn) if a turn with this id
     /// was already committed.
     pub async fn commit_turn(&self, turn: &TurnRecord, messages: &[Message]) -> Result<()> {
-        let commit = Commit::new(turn, messages)?;
+        let commit = Arc::new(Commit::new(turn, messages)?);
         let sent = {
             let log = lock(&self.log);
             match log.as_ref() {
@@ -546,28 +549,21 @@ impl Store {
             // No writer (or it has just ended): written here.
             Err(commit) => {
                 let context = write::context(&commit.turn);
-                let mut results = self
-                    .write(Arc::new([]), Arc::new([commit]))
+                self.write(Arc::new([]), Arc::new([commit]))
                     .await
-                    .context(context)?;
-                results.pop().expect("one result per commit")
+                    .context(context)
             }
         }
     }
 
-    /// Writes `events` and `commits` in one transaction (see
-    /// `store/write.rs`): the outer error is the transaction's, each
-    /// commit's result is in the list.
-    async fn write(
-        &self,
-        events: Arc<[Arc<Event>]>,
-        commits: Arc<[Commit]>,
-    ) -> Result<Vec<Result<()>>> {
+    /// Writes `events` and `commits` in one transaction, all or nothing
+    /// (see `store/write.rs`).
+    async fn write(&self, events: Arc<[Arc<Event>]>, commits: Arc<[Arc<Commit>]>) -> Result<()> {
         let (histories, store) = (self.histories.clone(), self.clone());
         self.with_conn(move |conn| {
-            let results = write::write(conn, &histories, &events, &commits)?;
+            write::write(conn, &histories, &events, &commits)?;
             store.wrote();
-            Ok(results)
+            Ok(())
         })
         .await
     }

@@ -27,19 +27,20 @@
 //!
 //! # Failures
 //!
-//! A transaction that fails is done again in two: the commits alone (each
-//! turn's error, if any, goes back to its turn), then the events, retried
+//! A transaction that fails is done again apart: each commit in a
+//! transaction of its own (a turn that cannot be written fails alone, and
+//! its error goes back to its turn), then the events, retried
 //! once after [`RETRY_DELAY`] and dropped with an error naming how many
 //! were lost if that fails too. The writer goes on.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::write::Commit;
 use super::{LogCommit, Store, lock};
 use crate::protocol::Event;
 
@@ -182,36 +183,35 @@ impl Writer {
         }
     }
 
-    /// Writes `events` and `commits` in one transaction; if that fails, the
-    /// commits alone (each turn gets its own result), then the events alone,
-    /// retried once.
+    /// Writes `events` and `commits` in one transaction; if that fails,
+    /// each commit in a transaction of its own (so each turn gets its own
+    /// result), then the events alone, retried once.
     async fn write(&self, events: Vec<Arc<Event>>, commits: Vec<LogCommit>) {
         let last = events.iter().map(|e| e.seq).max();
-        let (commits, replies): (Vec<Commit>, Vec<_>) =
+        let (commits, replies): (Vec<_>, Vec<_>) =
             commits.into_iter().map(|c| (c.commit, c.done)).unzip();
-        let (events, commits): (Arc<[_]>, Arc<[_]>) = (events.into(), commits.into());
-        let mut results = self.store.write(events.clone(), commits.clone()).await;
-        let together = results.is_ok();
-        if let Err(e) = &results {
-            tracing::error!("event log: {e:#}; writing the events and the turns apart");
-            if !commits.is_empty() {
-                results = self.store.write(Arc::new([]), commits).await;
-            }
-        }
-        match results {
-            Ok(results) => {
-                for (reply, result) in replies.into_iter().zip(results) {
-                    let _ = reply.send(result);
+        let events: Arc<[_]> = events.into();
+        let together = self
+            .store
+            .write(events.clone(), commits.clone().into())
+            .await;
+        match together {
+            Ok(()) => {
+                for reply in replies {
+                    let _ = reply.send(Ok(()));
                 }
             }
             Err(e) => {
-                for reply in replies {
-                    let _ = reply.send(Err(anyhow::anyhow!("{e:#}")));
+                tracing::error!("event log: {e:#}; writing the events and the turns apart");
+                for (commit, reply) in commits.into_iter().zip(replies) {
+                    let context = super::write::context(&commit.turn);
+                    let alone = self.store.write(Arc::new([]), Arc::new([commit])).await;
+                    let _ = reply.send(alone.context(context));
+                }
+                if !events.is_empty() {
+                    self.retry(&events).await;
                 }
             }
-        }
-        if !together && !events.is_empty() {
-            self.retry(&events).await;
         }
         if let Some(last) = last {
             self.done.send_modify(|seq| *seq = (*seq).max(last));
@@ -277,6 +277,58 @@ mod tests {
         tx.send(delta(21, Some("s"))).unwrap();
         assert!(until_stored(&store, 21, HOLD * 3).await);
         assert_eq!(store.write_transactions(), before + 2);
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_cannot_be_written_fails_alone_and_its_batch_is_kept() {
+        let store = Store::open_in_memory().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let log = EventLog::spawn(store.clone(), rx);
+        let first = turn("a", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        store
+            .commit_turn(&first, &[Message::user("q"), Message::assistant("a")])
+            .await
+            .unwrap();
+        let before = store.write_transactions();
+        // One batch: events, a turn whose id is taken between two that can
+        // be written (all three are waiting when the writer runs).
+        for seq in 1..=3 {
+            tx.send(delta(seq, Some("b"))).unwrap();
+        }
+        let (b, taken, c) = (
+            turn("b", "t2", TurnStatus::Completed, "2026-01-01T00:00:02.000Z"),
+            turn("a", "t1", TurnStatus::Completed, "2026-01-01T00:00:03.000Z"),
+            turn("c", "t3", TurnStatus::Completed, "2026-01-01T00:00:04.000Z"),
+        );
+        let (bm, cm) = (
+            [Message::user("b?"), Message::assistant("b!")],
+            [Message::user("c?")],
+        );
+        let (rb, rt, rc) = tokio::join!(
+            store.commit_turn(&b, &bm),
+            store.commit_turn(&taken, &[Message::user("lost")]),
+            store.commit_turn(&c, &cm),
+        );
+        rb.unwrap();
+        rc.unwrap();
+        let err = format!("{:#}", rt.unwrap_err());
+        assert!(
+            err.starts_with("saving turn t1 of session a: ") && err.contains("UNIQUE"),
+            "{err}"
+        );
+        log.flush(3).await;
+        // The batch failed whole, then each turn was written alone, then
+        // the events: nothing of the others was lost.
+        assert_eq!(store.write_transactions(), before + 3);
+        assert_eq!(store.history("b").await.unwrap(), bm);
+        assert_eq!(store.history("c").await.unwrap(), cm);
+        let a = store.history("a").await.unwrap();
+        assert_eq!(a, [Message::user("q"), Message::assistant("a")]);
+        assert_eq!(store.turns("a").await.unwrap(), [first]);
+        let seqs: Vec<u64> = (store.events(None, 0, 10).await.unwrap().iter())
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, [1, 2, 3]);
     }
 
     #[tokio::test]

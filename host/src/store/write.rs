@@ -2,10 +2,13 @@
 //!
 //! [`write`] is the one place the events and turns tables (and the
 //! messages) are written: the event log's batches and a turn's commit made
-//! without one go through it alike. Each commit is a savepoint of its own
-//! inside the transaction, so one turn that cannot be written (its id
-//! already taken) fails alone, writing nothing of itself, and the others
-//! and the events are kept.
+//! without one go through it alike. A transaction is all or nothing: when
+//! one commit cannot be written (its id already taken), nothing of the
+//! batch is, and the event log writes each commit again in a transaction
+//! of its own, then the events, so that one fails alone (see
+//! `store/event_log.rs`). The usual write has no savepoint: one would make
+//! SQLite copy every page it changes into a statement journal, and the
+//! full-text index flush its terms at each.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,62 +51,54 @@ pub(crate) fn context(turn: &TurnRecord) -> String {
 
 /// Writes `events` (those whose seq is already stored are skipped and
 /// named in a warning) and `commits` in one transaction on `conn`, then
-/// brings the cached histories up to date. The outer error is the
-/// transaction's (nothing was written); each commit's own result is in the
-/// list, in order.
+/// brings the cached histories up to date. On an error nothing was
+/// written, and the cached histories of the commits' sessions are let go
+/// (the next read is the table's, whatever went wrong).
 pub(super) fn write(
     conn: &mut Connection,
     histories: &Histories,
     events: &[Arc<Event>],
-    commits: &[Commit],
-) -> Result<Vec<Result<()>>> {
-    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if !events.is_empty() {
-        insert_events(&tx, events)
-            .with_context(|| format!("writing {} events to the event log", events.len()))?;
-    }
-    let mut results = Vec::with_capacity(commits.len());
-    // Where each session's history goes on, for a second commit of one
-    // session in this transaction.
-    let mut next: HashMap<&str, i64> = HashMap::new();
-    let mut appended = Vec::new();
-    for commit in commits {
-        let session = commit.turn.session.as_str();
-        let savepoint = tx.savepoint()?;
-        let written = (|| {
+    commits: &[Arc<Commit>],
+) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let written = (|| {
+        if !events.is_empty() {
+            insert_events(&tx, events)
+                .with_context(|| format!("writing {} events to the event log", events.len()))?;
+        }
+        // Where each session's history goes on, for a second commit of one
+        // session in this transaction.
+        let mut next: HashMap<&str, i64> = HashMap::new();
+        let mut appended = Vec::new();
+        for commit in commits {
+            let session = commit.turn.session.as_str();
             let from = match next.get(session) {
                 Some(&idx) => idx,
                 None if commit.jsons.is_empty() => 0,
                 None => match histories.next_idx(session) {
                     Some(idx) => idx,
-                    None => stored_next_idx(&savepoint, session)?,
+                    None => stored_next_idx(&tx, session)?,
                 },
             };
-            insert_turn(&savepoint, &commit.turn, &commit.jsons, from)?;
-            Ok::<_, anyhow::Error>(from)
-        })();
-        match written {
-            Ok(from) => {
-                savepoint.commit()?;
-                if !commit.jsons.is_empty() {
-                    next.insert(session, from + commit.jsons.len() as i64);
-                    appended.push((commit, from));
-                }
-                results.push(Ok(()));
-            }
-            // Dropping the savepoint rolls it back; the session's history
-            // is read from the table next time, whatever went wrong.
-            Err(e) => {
-                histories.unload(session);
-                results.push(Err(e.context(context(&commit.turn))));
+            insert_turn(&tx, &commit.turn, &commit.jsons, from)?;
+            if !commit.jsons.is_empty() {
+                next.insert(session, from + commit.jsons.len() as i64);
+                appended.push((commit, from));
             }
         }
-    }
-    tx.commit()?;
+        Ok::<_, anyhow::Error>(appended)
+    })();
+    // On an error, dropping the transaction rolls it back.
+    let committed = written.and_then(|appended| Ok(tx.commit().map(|()| appended)?));
+    let appended = committed.inspect_err(|_| {
+        for commit in commits {
+            histories.unload(&commit.turn.session);
+        }
+    })?;
     for (commit, from) in appended {
         histories.append(&commit.turn.session, from, &commit.messages);
     }
-    Ok(results)
+    Ok(())
 }
 
 /// Inserts `events`; a seq already stored is skipped, and said so.
