@@ -49,6 +49,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod core;
+pub mod folder_watch;
 pub mod home;
 pub mod hooks;
 pub mod llm;

@@ -20,11 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use notify::{RecursiveMode, Watcher};
-use tokio::sync::mpsc;
 
 use super::{Config, ConfigErrors, Overrides, file_path, load, needs_restart, process_env};
 use crate::core::Core;
+use crate::folder_watch::{self, FolderWatch, Writes};
 use crate::home::Home;
 use crate::protocol::ConfigReloaded;
 
@@ -59,7 +58,7 @@ impl Loader {
 
 /// Watching stops when this is dropped.
 pub struct ConfigWatch {
-    _watcher: notify::RecommendedWatcher,
+    _watch: FolderWatch,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -80,19 +79,12 @@ pub fn watch(core: Core, loader: Loader, running: Config) -> Result<ConfigWatch>
         .to_path_buf();
     std::fs::create_dir_all(&folder)
         .with_context(|| format!("creating the folder of {}", file.display()))?;
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    // Not woken by the writes of the session store, whose files are
+    // often beside it.
     let name = file.file_name().map(|n| n.to_os_string());
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let Ok(event) = event else { return };
-        let ours = event.paths.iter().any(|p| p.file_name() == name.as_deref());
-        if ours && !event.kind.is_access() {
-            let _ = tx.send(());
-        }
-    })
-    .context("starting the configuration file watcher")?;
-    watcher
-        .watch(&folder, RecursiveMode::NonRecursive)
-        .with_context(|| format!("watching {}", folder.display()))?;
+    let (watch, mut rx) = folder_watch::watch(&folder, Writes::OnClose, move |changed| {
+        Some(changed) == name.as_deref()
+    })?;
     let task = tokio::spawn(async move {
         let mut running = running;
         while rx.recv().await.is_some() {
@@ -103,7 +95,7 @@ pub fn watch(core: Core, loader: Loader, running: Config) -> Result<ConfigWatch>
         }
     });
     Ok(ConfigWatch {
-        _watcher: watcher,
+        _watch: watch,
         task,
     })
 }

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use super::catalog::{PluginChange, Plugins};
+use crate::folder_watch::{self, FolderWatch, Writes};
 
 /// The log target of the changes a watch picks up.
 pub const LOG_TARGET: &str = "plugins";
@@ -24,7 +24,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Watches while alive; dropping it stops watching.
 pub struct WatchHandle {
-    _watcher: notify::RecommendedWatcher,
+    _watch: FolderWatch,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -44,17 +44,8 @@ impl Plugins {
         let dir = self.dir().to_path_buf();
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("creating the plugin directory {}", dir.display()))?;
-        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if event.is_ok_and(|e| !e.kind.is_access()) {
-                    let _ = tx.send(());
-                }
-            })
-            .context("starting the file watcher")?;
-        watcher
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .with_context(|| format!("watching {}", dir.display()))?;
+        // Each write: a file still being copied in is not rescanned.
+        let (watch, mut rx) = folder_watch::watch(&dir, Writes::Each, |_| true)?;
 
         let plugins = self.clone();
         let task = tokio::spawn(async move {
@@ -76,7 +67,7 @@ impl Plugins {
             }
         });
         Ok(WatchHandle {
-            _watcher: watcher,
+            _watch: watch,
             task,
         })
     }
