@@ -11,7 +11,9 @@
 //!   against a model that answers at once and one that takes 200 ms per
 //!   reply. The server's CPU over the 50 turns (every thread, to the
 //!   nanosecond), per turn. Targets: 0.25 ms a text turn and 0.5 ms a tool
-//!   turn back to back, at most 1.5 times that with the 200 ms model.
+//!   turn back to back, at most 1.5 times that with the 200 ms model. Also
+//!   its threads' wake-ups (context switches) per turn: most of a turn's CPU
+//!   is handing work from thread to thread.
 //! - **idle**: `wasmclaw serve` with ten plugins, once up and loaded: its
 //!   CPU and its threads' wake-ups (context switches) over 60 s
 //!   (`WASMCLAW_BENCH_IDLE_SECONDS` to change). Target: under 5 ms.
@@ -118,7 +120,7 @@ async fn per_turn(kind: Kind, delay: Duration) -> Vec<Row> {
         let answer = server.ask(&client, "warm-up", "What is 40 + 2?").await;
         assert_eq!(answer["answer"], kind.answer(), "{answer}");
     }
-    let cpu_before = cpu_of(server.pid);
+    let (cpu_before, switches_before) = (cpu_of(server.pid), context_switches(server.pid));
     let mut walls = Vec::with_capacity(TURNS);
     for _ in 0..TURNS {
         let started = Instant::now();
@@ -128,6 +130,7 @@ async fn per_turn(kind: Kind, delay: Duration) -> Vec<Row> {
         assert_eq!(answer["answer"], kind.answer(), "{answer}");
     }
     let cpu = (cpu_of(server.pid) - cpu_before) / TURNS as u32;
+    let switches = switches_since(server.pid, &switches_before) as f64 / TURNS as f64;
     server.stop().await;
     drop(model.stdin.take());
     model.wait().unwrap();
@@ -147,6 +150,11 @@ async fn per_turn(kind: Kind, delay: Duration) -> Vec<Row> {
             format!("serve: host CPU per {what}, {model}, {TURNS} turns on one session"),
             us(cpu),
             micros(cpu),
+        ),
+        (
+            format!("serve: wake-ups (context switches of its threads) per {what}, {model}"),
+            format!("{switches:.1}"),
+            json!(switches),
         ),
         (
             format!("serve: wall per {what}, {model}, median"),

@@ -16,8 +16,10 @@
 //! that on a machine with more runnable threads than cores the host's own
 //! threads are scheduled first, then new calls, then long ones.
 //!
-//! The pool is one per process, started on first use: its size is the
-//! machine's, however many engines there are (the tests build several).
+//! The pool is one per process, started on first use (its background lane
+//! when a call first moves there, or the first observer starts): its size
+//! is the machine's, however many engines there are (the tests build
+//! several).
 //!
 //! Cancellation stays prompt: dropping the caller's future (a hard interrupt,
 //! a turn's timeout) aborts the task, which stops at the guest's next yield
@@ -62,8 +64,16 @@ pub const FIRST_SLICE: Duration = Duration::from_millis(20);
 /// never queues ahead of a new call.
 struct Pool {
     first: tokio::runtime::Runtime,
-    background: tokio::runtime::Runtime,
+    /// Started when a call first needs it: a command whose calls all end
+    /// within their first slice, and which has no observer, never does.
+    background: OnceLock<tokio::runtime::Runtime>,
     threads: usize,
+}
+
+impl Pool {
+    fn background(&self) -> &tokio::runtime::Runtime {
+        (self.background).get_or_init(|| lane(self.threads, "wasmclaw-plugin-bg-", BACKGROUND_NICE))
+    }
 }
 
 thread_local! {
@@ -75,27 +85,28 @@ fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let lane = |name: &'static str, nice: i32, background: bool| {
-            let counter = AtomicUsize::new(0);
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(threads)
-                .thread_name_fn(move || {
-                    format!("{name}{}", counter.fetch_add(1, Ordering::Relaxed))
-                })
-                .on_thread_start(move || {
-                    IN_BACKGROUND.set(background);
-                    lower_priority(nice);
-                })
-                .enable_all()
-                .build()
-                .expect("starting the plugin pool's threads")
-        };
         Pool {
-            first: lane("wasmclaw-plugin-", NICE, false),
-            background: lane("wasmclaw-plugin-bg-", BACKGROUND_NICE, true),
+            first: lane(threads, "wasmclaw-plugin-", NICE),
+            background: OnceLock::new(),
             threads,
         }
     })
+}
+
+/// A lane: `threads` worker threads named `name` and a number, at `nice`.
+fn lane(threads: usize, name: &'static str, nice: i32) -> tokio::runtime::Runtime {
+    let counter = AtomicUsize::new(0);
+    let background = nice == BACKGROUND_NICE;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name_fn(move || format!("{name}{}", counter.fetch_add(1, Ordering::Relaxed)))
+        .on_thread_start(move || {
+            IN_BACKGROUND.set(background);
+            lower_priority(nice);
+        })
+        .enable_all()
+        .build()
+        .expect("starting the plugin pool's threads")
 }
 
 /// The number of worker threads of each lane (the machine's cores).
@@ -115,7 +126,7 @@ where
 {
     let pool = pool();
     let handle = if IN_BACKGROUND.get() {
-        AbortOnDropHandle::new(pool.background.spawn(task))
+        AbortOnDropHandle::new(pool.background().spawn(task))
     } else {
         AbortOnDropHandle::new(pool.first.spawn(first_slice(Box::pin(task))))
     };
@@ -139,7 +150,7 @@ where
     .await;
     match done {
         Some(output) => output,
-        None => joined(AbortOnDropHandle::new(pool().background.spawn(task)).await),
+        None => joined(AbortOnDropHandle::new(pool().background().spawn(task)).await),
     }
 }
 
@@ -161,7 +172,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    pool().background.spawn(task)
+    pool().background().spawn(task)
 }
 
 /// A call into a guest: instantiation and the calls into the instance, given
