@@ -304,9 +304,10 @@ mod tests {
             [Message::user("b?"), Message::assistant("b!")],
             [Message::user("c?")],
         );
+        let lost = [Message::user("lost")];
         let (rb, rt, rc) = tokio::join!(
             store.commit_turn(&b, &bm),
-            store.commit_turn(&taken, &[Message::user("lost")]),
+            store.commit_turn(&taken, &lost),
             store.commit_turn(&c, &cm),
         );
         rb.unwrap();
