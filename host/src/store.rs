@@ -199,6 +199,12 @@ const MIGRATIONS: &[&str] = &[
     // 9: the full-text index of every stored message, for `history_search`
     // (see `store/search.rs`).
     search::MIGRATION,
+    // 10: that index filled when a session is searched, not at each commit.
+    search::INDEX_WHEN_SEARCHED,
+    // 11: the index of turns by parent holds SubTurns only, so a top-level
+    // turn's commit does not write a page of it.
+    "DROP INDEX turns_by_parent;
+    CREATE INDEX turns_by_parent ON turns (parent_turn_id) WHERE parent_turn_id IS NOT NULL;",
 ];
 
 /// What a session chose for itself, as the store keeps it: each field None

@@ -214,10 +214,10 @@ pub async fn compact_session(
             config.keep_user_turns
         ))
     })?;
-    let tools = agent.tool_defs();
+    let tool_tokens = estimate_tools(&agent.tool_defs());
     let budget = config
         .window
-        .map(|w| Budget::new(w, profile.config.max_tokens, &tools));
+        .map(|w| Budget::new(w, profile.config.max_tokens, tool_tokens));
     let scope = Scope {
         session: Some(session.to_string()),
         ..Scope::default()
@@ -231,7 +231,7 @@ pub async fn compact_session(
         reason: "command",
     };
     // What every request of the session takes besides its history.
-    let fixed = estimate_tools(&tools)
+    let fixed = tool_tokens
         + (profile.config.system_prompt.as_deref())
             .map_or(0, |p| estimate_all(&[Message::system(p)]));
     let tokens_before = fixed + estimate_all(messages);

@@ -163,9 +163,42 @@ pub fn estimate_tools(tools: &[ToolDef]) -> u64 {
             PER_MESSAGE
                 + estimate_text(&t.name)
                 + estimate_text(&t.description)
-                + estimate_text(&t.parameters.to_string())
+                + (json_len(&t.parameters) as u64).div_ceil(4)
         })
         .sum()
+}
+
+/// The length of `value` as compact JSON, counted without writing it.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// The tools a model call offers, and the tokens they take, estimated
+/// once for all the counting before the call.
+#[derive(Debug, Clone)]
+pub struct OfferedTools {
+    pub defs: Arc<Vec<ToolDef>>,
+    pub tokens: u64,
+}
+
+impl OfferedTools {
+    pub fn new(defs: Arc<Vec<ToolDef>>) -> OfferedTools {
+        let tokens = estimate_tools(&defs);
+        OfferedTools { defs, tokens }
+    }
 }
 
 /// What one request may take.
@@ -179,12 +212,12 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// The budget in `window` of a request with `tools` that asks for at
-    /// most `max_output` tokens (None: an eighth of the window, at most
-    /// 8,192).
-    pub fn new(window: u64, max_output: Option<u32>, tools: &[ToolDef]) -> Budget {
+    /// The budget in `window` of a request whose tools take `tool_tokens`
+    /// and that asks for at most `max_output` tokens (None: an eighth of
+    /// the window, at most 8,192).
+    pub fn new(window: u64, max_output: Option<u32>, tool_tokens: u64) -> Budget {
         let output = max_output.map_or((window / 8).min(8192), u64::from);
-        let usable = window.saturating_sub(output + estimate_tools(tools));
+        let usable = window.saturating_sub(output + tool_tokens);
         Budget {
             window,
             output,
@@ -211,14 +244,15 @@ pub struct Counted {
 }
 
 impl Counted {
-    /// The tokens of a request of `messages` and `tools`: the provider's
-    /// count of the prefix it saw, and an estimate of the rest.
-    pub fn count(&self, messages: &[Message], tools: &[ToolDef]) -> u64 {
+    /// The tokens of a request of `messages` and tools that take
+    /// `tool_tokens`: the provider's count of the prefix it saw, and an
+    /// estimate of the rest.
+    pub fn count(&self, messages: &[Message], tool_tokens: u64) -> u64 {
         match self.known {
             Some((prefix, tokens)) if prefix <= messages.len() => {
                 tokens + estimate_all(&messages[prefix..])
             }
-            _ => estimate_all(messages) + estimate_tools(tools),
+            _ => estimate_all(messages) + tool_tokens,
         }
     }
 
@@ -283,11 +317,11 @@ mod tests {
             Message::user("b".repeat(40)),
         ];
         let mut counted = Counted::default();
-        assert_eq!(counted.count(&messages, &[]), 104 + 14);
+        assert_eq!(counted.count(&messages, 0), 104 + 14);
         counted.reported(1, 90);
-        assert_eq!(counted.count(&messages, &[]), 90 + 14);
+        assert_eq!(counted.count(&messages, 0), 90 + 14);
         counted.forget();
-        assert_eq!(counted.count(&messages[..1], &[]), 104);
+        assert_eq!(counted.count(&messages[..1], 0), 104);
     }
 
     #[test]
@@ -297,9 +331,9 @@ mod tests {
             description: "x".repeat(100),
             parameters: serde_json::json!({}),
         }];
-        let budget = Budget::new(4000, Some(500), &tools);
+        let budget = Budget::new(4000, Some(500), estimate_tools(&tools));
         assert_eq!(budget.usable, 4000 - 500 - (4 + 1 + 25 + 1));
-        assert_eq!(Budget::new(100_000, None, &[]).usable, 100_000 - 8192);
+        assert_eq!(Budget::new(100_000, None, 0).usable, 100_000 - 8192);
         assert_eq!(family_window("claude-sonnet-4-5"), Some(200_000));
         assert_eq!(family_window("openai/gpt-4o-mini"), Some(128_000));
         assert_eq!(family_window("my-local-model"), None);

@@ -54,6 +54,7 @@ use crate::store::TurnRecord;
 
 use self::compact::Conversation;
 use self::model_call::Asked;
+use super::context::OfferedTools;
 use super::control::TurnControl;
 use super::profile::{Profile, Profiles};
 use super::refusals::Refusals;
@@ -328,7 +329,7 @@ impl Turn {
             }
             let interrupted = self.control.winding_down();
             let last = at_limit || interrupted;
-            let tools = self.spec.tool_defs(&self.agent);
+            let tools = OfferedTools::new(self.spec.tool_defs(&self.agent));
             let mut fitted = self.fit(&mut convo, &tools).await?;
             let hooks = self.agent.hooks();
             let mut overflows = 0;
@@ -337,7 +338,7 @@ impl Turn {
                 let shortened = fitted.shortened;
                 self.counted = (fitted.tokens, fitted.window);
                 let request = self
-                    .request(fitted.messages, tools.clone(), interrupted, at_limit)
+                    .request(fitted.messages, tools.defs.clone(), interrupted, at_limit)
                     .await?;
                 match self.call(&hooks, &request).await {
                     Ok(Asked::Reply { response, model }) => {

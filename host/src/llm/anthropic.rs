@@ -16,6 +16,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::body::{Fragments, object_for, to_json};
+use super::client::Endpoint;
 use super::http::{Exchange, Flow, WireError, error_envelope, error_event, is_json, snippet};
 use super::limits::CallLimits;
 use super::types::{
@@ -32,6 +33,8 @@ pub struct Anthropic {
     name: String,
     config: ProviderConfig,
     client: HttpClient,
+    /// `POST {base_url}/v1/messages`.
+    endpoint: Endpoint,
     /// The serialized system prompts and tool lists of its requests.
     fragments: Fragments,
 }
@@ -40,6 +43,7 @@ impl Anthropic {
     pub fn new(config: ProviderConfig, client: HttpClient) -> Anthropic {
         Anthropic {
             name: config.name(),
+            endpoint: Endpoint::new(&config.base_url, "/v1/messages"),
             config,
             client,
             fragments: Fragments::default(),
@@ -64,10 +68,8 @@ impl Anthropic {
             return Err(LlmError::new(&self.name, LlmErrorKind::Config, message));
         };
         let exchange = Exchange::new(&self.name, self.config.timeout, self.config.limits);
-        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let client = (self.client.for_url(&url))
-            .map_err(|e| LlmError::new(&self.name, LlmErrorKind::Config, e))?;
-        let builder = (client.post(url))
+        let builder = (self.endpoint.post(&self.client))
+            .map_err(|e| LlmError::new(&self.name, LlmErrorKind::Config, e))?
             .header("x-api-key", key)
             .header("anthropic-version", API_VERSION)
             .header(reqwest::header::CONTENT_TYPE, "application/json")

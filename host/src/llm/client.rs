@@ -66,6 +66,33 @@ impl HttpClient {
     }
 }
 
+/// A provider's endpoint: its URL, parsed once rather than at each call.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    text: String,
+    /// None when `text` is no URL: the request then fails as reqwest says.
+    parsed: Option<reqwest::Url>,
+}
+
+impl Endpoint {
+    /// `base_url` (a trailing `/` or not) and `path` (starting with `/`).
+    pub fn new(base_url: &str, path: &str) -> Endpoint {
+        let text = format!("{}{path}", base_url.trim_end_matches('/'));
+        let parsed = reqwest::Url::parse(&text).ok();
+        Endpoint { text, parsed }
+    }
+
+    /// A POST to this endpoint with the client for it (see
+    /// [`HttpClient::for_url`]).
+    pub fn post(&self, clients: &HttpClient) -> Result<reqwest::RequestBuilder, String> {
+        let client = clients.for_url(&self.text)?;
+        Ok(match &self.parsed {
+            Some(url) => client.post(url.clone()),
+            None => client.post(&self.text),
+        })
+    }
+}
+
 /// What both clients share.
 fn builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::body::{Fragments, object_for, to_json};
+use super::client::Endpoint;
 use super::http::{Exchange, Flow, WireError, error_event, is_json, snippet};
 use super::limits::CallLimits;
 use super::types::{
@@ -28,6 +29,8 @@ pub struct OpenAi {
     name: String,
     config: ProviderConfig,
     client: HttpClient,
+    /// `POST {base_url}/chat/completions`.
+    endpoint: Endpoint,
     /// The serialized system prompts and tool lists of its requests.
     fragments: Fragments,
 }
@@ -36,6 +39,7 @@ impl OpenAi {
     pub fn new(config: ProviderConfig, client: HttpClient) -> OpenAi {
         OpenAi {
             name: config.name(),
+            endpoint: Endpoint::new(&config.base_url, "/chat/completions"),
             config,
             client,
             fragments: Fragments::default(),
@@ -53,14 +57,8 @@ impl OpenAi {
         on_delta: DeltaSink<'_>,
     ) -> Result<ChatResponse, LlmError> {
         let exchange = Exchange::new(&self.name, self.config.timeout, self.config.limits);
-        let url = format!(
-            "{}/chat/completions",
-            self.config.base_url.trim_end_matches('/')
-        );
-        let client = (self.client.for_url(&url))
-            .map_err(|e| LlmError::new(&self.name, LlmErrorKind::Config, e))?;
-        let mut builder = client
-            .post(url)
+        let mut builder = (self.endpoint.post(&self.client))
+            .map_err(|e| LlmError::new(&self.name, LlmErrorKind::Config, e))?
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .headers(self.config.headers.clone())
             .body(request_body(&self.config, request, &self.fragments));

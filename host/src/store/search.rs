@@ -7,10 +7,16 @@
 //!
 //! `message_search` is an FTS5 table with one row per stored message: its
 //! text (the content, and for an assistant message the names and arguments
-//! of the tools it called), its session and its `idx`. A trigger fills it
-//! as each message is inserted, through the view `message_text`, which the
-//! migration also used to index the messages already there. Messages are
-//! never updated or deleted, so neither is the index.
+//! of the tools it called, as the view `message_text` gives it), its
+//! session and its `idx`. Messages are never updated or deleted, so
+//! neither is the index.
+//!
+//! A session's messages are indexed when it is first searched after they
+//! were stored, all of them in one transaction, never as a turn commits:
+//! `search_indexed` keeps, per session, the `idx` its indexing reached.
+//! Indexing at each commit made every turn pay for a full-text flush (a
+//! new segment, its pages in the write-ahead log) for a search most
+//! sessions never make; a search still sees every committed message.
 //!
 //! The session is an indexed column too: a search matches the session's
 //! key as a phrase, so SQLite reads only that session's rows of the index,
@@ -51,6 +57,18 @@ pub const MIGRATION: &str = "
     END;
     INSERT INTO message_search (text, session, idx)
         SELECT text, session, idx FROM message_text;";
+
+/// The schema step that indexes a session's messages when it is searched,
+/// not as they are stored: the trigger goes, and every message stored so
+/// far was indexed by it.
+pub const INDEX_WHEN_SEARCHED: &str = "
+    DROP TRIGGER message_search_insert;
+    CREATE TABLE search_indexed (
+        session  TEXT PRIMARY KEY,
+        next_idx INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO search_indexed (session, next_idx)
+        SELECT session, max(idx) + 1 FROM messages GROUP BY session;";
 
 /// The most words a query may have, and its most bytes.
 pub const MAX_WORDS: usize = 16;
@@ -123,7 +141,10 @@ pub fn fts_query(query: &str, op: &str) -> Result<String, QueryError> {
 }
 
 /// The messages of `session` matching `query`, best first, at most `limit`.
-pub fn search(conn: &Connection, session: &str, query: &str, limit: usize) -> Result<Vec<Hit>> {
+/// Its messages stored since it was last searched are indexed first.
+pub fn search(conn: &mut Connection, session: &str, query: &str, limit: usize) -> Result<Vec<Hit>> {
+    index_pending(conn, session)
+        .with_context(|| format!("indexing the messages of session {session} for search"))?;
     for op in ["AND", "OR"] {
         let Ok(words) = fts_query(query, op) else {
             return Ok(Vec::new());
@@ -134,6 +155,34 @@ pub fn search(conn: &Connection, session: &str, query: &str, limit: usize) -> Re
         }
     }
     Ok(Vec::new())
+}
+
+/// Indexes the messages of `session` that are not yet, in one transaction
+/// (which writes nothing when none is pending).
+fn index_pending(conn: &mut Connection, session: &str) -> Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let indexed: i64 = tx
+        .prepare_cached("SELECT next_idx FROM search_indexed WHERE session = ?1")?
+        .query_row([session], |row| row.get(0))
+        .optional()?
+        .unwrap_or(0);
+    let stored: i64 = tx
+        .prepare_cached("SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1")?
+        .query_row([session], |row| row.get(0))?;
+    if stored > indexed {
+        tx.prepare_cached(
+            "INSERT INTO message_search (text, session, idx)
+             SELECT text, session, idx FROM message_text WHERE session = ?1 AND idx >= ?2",
+        )?
+        .execute(params![session, indexed])?;
+        tx.prepare_cached(
+            "INSERT INTO search_indexed (session, next_idx) VALUES (?1, ?2)
+             ON CONFLICT (session) DO UPDATE SET next_idx = excluded.next_idx",
+        )?
+        .execute(params![session, stored])?;
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 fn matching(conn: &Connection, session: &str, words: &str, limit: usize) -> Result<Vec<Hit>> {
@@ -438,24 +487,72 @@ mod tests {
         assert_eq!(store.tool_output("t", "live").await.unwrap(), None);
     }
 
-    /// The migration indexes the messages stored before it.
+    /// Messages indexed by the trigger of migration 9 are found after
+    /// migration 10, and those stored after it are indexed once, when
+    /// their session is searched.
     #[test]
-    fn messages_stored_before_the_index_are_found() {
+    fn messages_stored_before_and_after_the_lazy_index_are_found_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        let before = &super::super::MIGRATIONS[..8];
-        for sql in before {
+        let migrations = &super::super::MIGRATIONS;
+        assert_eq!(migrations[8], MIGRATION);
+        assert_eq!(migrations[9], INDEX_WHEN_SEARCHED);
+        for sql in &migrations[..8] {
             conn.execute_batch(sql).unwrap();
         }
-        conn.execute_batch(
+        let message = |idx: i64, text: &str| {
+            format!(
+                "INSERT INTO messages VALUES ('s', {idx}, 't', '{{\"role\":\"user\",\"content\":\"{text}\"}}');"
+            )
+        };
+        conn.execute_batch(&format!(
             "INSERT INTO sessions (key, created_at, updated_at) VALUES ('s', 'x', 'x');
              INSERT INTO turns VALUES ('t', 's', NULL, 'i', 'completed', 'r', 1, 0, 0, 'x', 'x');
-             INSERT INTO messages VALUES ('s', 0, 't', '{\"role\":\"user\",\"content\":\"old zebra\"}');",
-        )
+             {}",
+            message(0, "old zebra")
+        ))
         .unwrap();
         conn.execute_batch(MIGRATION).unwrap();
-        let tx = conn.transaction().unwrap();
-        let hits = search(&tx, "s", "zebra", 5).unwrap();
-        assert_eq!(idxs(&hits), [0]);
-        assert_eq!(hits[0].snippet, "old [zebra]");
+        conn.execute_batch(&message(1, "zebra under the trigger"))
+            .unwrap();
+        conn.execute_batch(INDEX_WHEN_SEARCHED).unwrap();
+        conn.execute_batch(&message(2, "zebra after it")).unwrap();
+        let rows = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT count(*) FROM message_search", [], |row| row.get(0))
+                .unwrap()
+        };
+        // A message stored now is not indexed until it is searched.
+        assert_eq!(rows(&conn), 2);
+        let hits = search(&mut conn, "s", "zebra", 5).unwrap();
+        assert_eq!(idxs(&hits), [0, 1, 2]);
+        assert_eq!(rows(&conn), 3);
+        let first = hits.iter().find(|h| h.idx == 0).unwrap();
+        assert_eq!(first.snippet, "old [zebra]");
+        // Searched again, nothing is indexed twice; a new message is found.
+        conn.execute_batch(&message(3, "zebra at last")).unwrap();
+        let hits = search(&mut conn, "s", "zebra", 5).unwrap();
+        assert_eq!(idxs(&hits), [0, 1, 2, 3]);
+        assert_eq!(rows(&conn), 4);
+        assert_eq!(search(&mut conn, "s", "zebra", 5).unwrap().len(), 4);
+        assert_eq!(rows(&conn), 4);
+    }
+
+    /// A turn's commit leaves the full-text index alone.
+    #[tokio::test]
+    async fn a_commit_does_not_index_its_messages() {
+        let store = Store::open_in_memory().unwrap();
+        commit(&store, "s", 1, "hello").await;
+        let rows = store
+            .with_conn(|conn| {
+                Ok(
+                    conn.query_row("SELECT count(*) FROM message_search", [], |row| {
+                        row.get::<_, i64>(0)
+                    })?,
+                )
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows, 0);
+        let hits = store.search_history("s", "hello", 10).await.unwrap();
+        assert_eq!(idxs(&hits), [0, 1, 2]);
     }
 }

@@ -20,10 +20,10 @@ use std::ops::Range;
 use super::{Failure, Turn};
 use crate::agent::compaction::{Compaction, Ended};
 use crate::agent::context::{
-    Budget, Counted, cap_tool_results, child_range, estimate_all, estimate_tools, history_range,
+    Budget, Counted, OfferedTools, cap_tool_results, child_range, estimate_all, history_range,
     middle_out, overflow_sizes,
 };
-use crate::llm::{Message, ToolDef};
+use crate::llm::Message;
 use crate::protocol::TurnErrorKind;
 use crate::store::{CompactionRecord, HistoryView, summary_message};
 
@@ -45,24 +45,23 @@ pub(super) struct Conversation {
 
 impl Conversation {
     /// A top-level turn's: `prompt`, the session's `view`, `input`.
-    pub fn new(prompt: Option<&str>, view: Option<HistoryView>, input: &str) -> Conversation {
-        let mut messages = Vec::with_capacity(view.as_ref().map_or(0, |v| v.messages.len()) + 8);
+    /// The view keeps where the history stands; its messages move here.
+    pub fn new(prompt: Option<&str>, mut view: Option<HistoryView>, input: &str) -> Conversation {
+        let history = view
+            .as_mut()
+            .map_or_else(Vec::new, |v| std::mem::take(&mut v.messages));
+        let mut messages = Vec::with_capacity(history.len() + 8);
         messages.extend(prompt.map(Message::system));
         let child = view.is_none();
         let start = messages.len() + usize::from(child);
-        if let Some(view) = &view {
-            messages.extend(view.messages.iter().cloned());
-        }
+        messages.extend(history);
         let turn_start = messages.len();
         messages.push(Message::user(input));
         Conversation {
             messages,
             start,
             turn_start,
-            view: view.map(|v| HistoryView {
-                messages: Vec::new(),
-                ..v
-            }),
+            view,
             counted: Counted::default(),
             learned_window: None,
         }
@@ -88,9 +87,13 @@ pub(super) struct Fitted {
 }
 
 impl Turn {
-    fn budget(&self, convo: &Conversation, tools: &[ToolDef]) -> Option<Budget> {
+    fn budget(&self, convo: &Conversation, tools: &OfferedTools) -> Option<Budget> {
         let window = convo.learned_window.or(self.spec.config().context.window)?;
-        Some(Budget::new(window, self.spec.config().max_tokens, tools))
+        Some(Budget::new(
+            window,
+            self.spec.config().max_tokens,
+            tools.tokens,
+        ))
     }
 
     /// The context step before a model call: compaction past the
@@ -98,14 +101,14 @@ impl Turn {
     pub(super) async fn fit(
         &mut self,
         convo: &mut Conversation,
-        tools: &[ToolDef],
+        tools: &OfferedTools,
     ) -> Result<Fitted, Failure> {
         let context = &self.spec.config().context;
         let (enabled, threshold) = (context.enabled, context.threshold);
         let shaped = self.capped(convo.messages.clone(), convo, tools);
         if let Some(budget) = self.budget(convo, tools)
             && enabled
-            && convo.counted.count(&shaped, tools) > budget.threshold(threshold)
+            && convo.counted.count(&shaped, tools.tokens) > budget.threshold(threshold)
             && self.compact(convo, tools, "threshold").await?
         {
             return Ok(self.shape(convo, tools, 0));
@@ -118,7 +121,7 @@ impl Turn {
         &self,
         mut messages: Vec<Message>,
         convo: &Conversation,
-        tools: &[ToolDef],
+        tools: &OfferedTools,
     ) -> Vec<Message> {
         if let Some(budget) = self.budget(convo, tools) {
             let fraction = self.spec.config().context.tool_result_fraction;
@@ -129,7 +132,7 @@ impl Turn {
 
     /// The conversation's request: long tool results cut, and still too
     /// long (or `extra` tokens asked to be saved) the largest left out.
-    fn shape(&self, convo: &Conversation, tools: &[ToolDef], extra: u64) -> Fitted {
+    fn shape(&self, convo: &Conversation, tools: &OfferedTools, extra: u64) -> Fitted {
         let capped = self.capped(convo.messages.clone(), convo, tools);
         self.shortened(convo, tools, capped, extra)
     }
@@ -139,11 +142,11 @@ impl Turn {
     fn shortened(
         &self,
         convo: &Conversation,
-        tools: &[ToolDef],
+        tools: &OfferedTools,
         mut messages: Vec<Message>,
         extra: u64,
     ) -> Fitted {
-        let tokens = convo.counted.count(&messages, tools);
+        let tokens = convo.counted.count(&messages, tools.tokens);
         let budget = self.budget(convo, tools);
         let need = budget
             .map_or(0, |b| tokens.saturating_sub(b.usable))
@@ -152,7 +155,7 @@ impl Turn {
         let tokens = if shortened {
             let recent = Conversation::latest_round(&messages);
             middle_out(&mut messages, &convo.messages, recent, need);
-            estimate_all(&messages) + estimate_tools(tools)
+            estimate_all(&messages) + tools.tokens
         } else {
             tokens
         };
@@ -170,7 +173,7 @@ impl Turn {
     pub(super) async fn recover(
         &mut self,
         convo: &mut Conversation,
-        tools: &[ToolDef],
+        tools: &OfferedTools,
         stage: &mut u32,
         tokens: u64,
         reason: &str,
@@ -220,7 +223,7 @@ impl Turn {
     pub(super) async fn compact(
         &mut self,
         convo: &mut Conversation,
-        tools: &[ToolDef],
+        tools: &OfferedTools,
         reason: &'static str,
     ) -> Result<bool, Failure> {
         let config = &self.spec.config().context;
@@ -236,9 +239,10 @@ impl Turn {
         let Some(range) = range else {
             return Ok(false);
         };
-        let tokens_before = convo
-            .counted
-            .count(&self.capped(convo.messages.clone(), convo, tools), tools);
+        let tokens_before = convo.counted.count(
+            &self.capped(convo.messages.clone(), convo, tools),
+            tools.tokens,
+        );
         let profile = self.spec.profile.clone();
         let step = Compaction {
             bus: &self.agent.bus,
@@ -271,8 +275,7 @@ impl Turn {
         (self.control.usage).add_own(summary.usage.input_tokens + summary.usage.output_tokens);
         let mut after = convo.messages.clone();
         after.splice(range.clone(), [summary_message(&summary.text)]);
-        let tokens_after =
-            estimate_all(&self.capped(after.clone(), convo, tools)) + estimate_tools(tools);
+        let tokens_after = estimate_all(&self.capped(after.clone(), convo, tools)) + tools.tokens;
         ended.tokens_after = tokens_after;
         if let Some(view) = &convo.view
             && let Err(e) = self
