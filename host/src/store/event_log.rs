@@ -8,22 +8,24 @@
 //! last one and every turn commit waiting. A write happens:
 //!
 //! - when a turn commits ([`Store::commit_turn`] hands its commit here): the
-//!   commit is written at once, with the events of the turn so far, so a
-//!   turn's steps cost no transaction of their own;
-//! - [`GATHER`] after a write with commits: the `turn_end` that follows each
-//!   commit is stored within that time (unless the next commit takes it
-//!   first);
+//!   commit is written at once, with the events of the turns so far (the
+//!   `turn_end` of the session's previous turn among them), so a turn's
+//!   steps cost no transaction of their own;
 //! - when someone waits for the log ([`EventLog::flush`]): a replay, a wait
 //!   for a turn that has ended, shutdown;
 //! - otherwise [`HOLD`] after the first event not yet written: events of a
-//!   long model call are stored at most that late.
+//!   long model call, and the `turn_end` of a turn no other commit follows
+//!   soon, are stored at most that late.
+//!
+//! The `turn_end` that follows a commit is not written in a transaction of
+//! its own at once: with a model that takes its time, that second write
+//! (and the three thread wake-ups it costs) was a fifth of a turn's CPU.
 //!
 //! Between writes the writer sleeps: it is not woken by each event, and an
 //! idle host wakes it never. A crash (`kill -9`) loses at most the events of
-//! the last [`HOLD`] (of turns that had not ended, but for the last
-//! [`GATHER`]), never a turn's commit that was acknowledged: the turn's
-//! history is all in the store or none of it (see the store's atomic-turn
-//! rule).
+//! the last [`HOLD`], a `turn_end` among them, never a turn's commit that
+//! was acknowledged: the turn's history and its row are all in the store or
+//! none of it (see the store's atomic-turn rule).
 //!
 //! # Failures
 //!
@@ -43,10 +45,6 @@ use tokio::time::Instant;
 
 use super::{LogCommit, Store, lock};
 use crate::protocol::Event;
-
-/// How long after a write with commits the writer writes again (the
-/// `turn_end`s that follow the commits).
-const GATHER: Duration = Duration::from_millis(5);
 
 /// The longest an event waits to be written.
 const HOLD: Duration = Duration::from_secs(1);
@@ -173,13 +171,11 @@ impl Writer {
                     commits.push(commit);
                 }
             }
-            let committed = !commits.is_empty();
-            if !batch.is_empty() || committed {
+            if !batch.is_empty() || !commits.is_empty() {
                 self.write(std::mem::take(&mut batch), std::mem::take(&mut commits))
                     .await;
             }
-            // The turns just committed publish their `turn_end` next.
-            due = committed.then(|| Instant::now() + GATHER);
+            due = None;
         }
     }
 
@@ -270,13 +266,24 @@ mod tests {
         assert_eq!(store.history("s").await.unwrap(), messages);
         assert_eq!(store.turns("s").await.unwrap(), [record]);
 
-        // The `turn_end` published after the commit is written with no
-        // flush, in a transaction of its own: within GATHER when it comes
-        // at once, else within HOLD (a loaded machine may take longer than
-        // GATHER to send it, so the test does not tell the two apart).
+        // The `turn_end` published after the commit waits for the next
+        // commit, and is written in its transaction.
         tx.send(delta(21, Some("s"))).unwrap();
-        assert!(until_stored(&store, 21, HOLD * 3).await);
+        tokio::time::sleep(HOLD / 10).await;
+        assert_eq!(store.last_seq().unwrap(), 20, "held for the next commit");
+        let next = turn("s", "t2", TurnStatus::Completed, "2026-01-01T00:00:02.000Z");
+        store.commit_turn(&next, &messages).await.unwrap();
         assert_eq!(store.write_transactions(), before + 2);
+        assert_eq!(
+            store.last_seq().unwrap(),
+            21,
+            "written with the next commit"
+        );
+
+        // With no commit after it, within HOLD, in a transaction of its own.
+        tx.send(delta(22, Some("s"))).unwrap();
+        assert!(until_stored(&store, 22, HOLD * 3).await);
+        assert_eq!(store.write_transactions(), before + 3);
     }
 
     #[tokio::test]
