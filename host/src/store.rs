@@ -412,10 +412,15 @@ impl Store {
         query: &str,
         limit: usize,
     ) -> Result<Vec<search::Hit>> {
-        let (key, query) = (session.to_string(), query.to_string());
-        self.with_conn(move |conn| search::search(conn, &key, &query, limit))
-            .await
-            .with_context(|| format!("searching the history of session {session}"))
+        let (key, query, store) = (session.to_string(), query.to_string(), self.clone());
+        self.with_conn(move |conn| {
+            if search::index_pending(conn, &key).context("indexing its new messages")? {
+                store.wrote();
+            }
+            search::search(conn, &key, &query, limit)
+        })
+        .await
+        .with_context(|| format!("searching the history of session {session}"))
     }
 
     /// Message `idx` of `session`, as stored.

@@ -8,9 +8,9 @@
 //! last one and every turn commit waiting. A write happens:
 //!
 //! - when a turn commits ([`Store::commit_turn`] hands its commit here): the
-//!   commit is written at once, with the events of the turns so far (the
-//!   `turn_end` of the session's previous turn among them), so a turn's
-//!   steps cost no transaction of their own;
+//!   commit is written at once, with every event held (the `turn_end`s of
+//!   the turns ended since the last write among them), so a turn's steps
+//!   cost no transaction of their own;
 //! - when someone waits for the log ([`EventLog::flush`]): a replay, a wait
 //!   for a turn that has ended, shutdown;
 //! - otherwise [`HOLD`] after the first event not yet written: events of a

@@ -140,11 +140,9 @@ pub fn fts_query(query: &str, op: &str) -> Result<String, QueryError> {
     }
 }
 
-/// The messages of `session` matching `query`, best first, at most `limit`.
-/// Its messages stored since it was last searched are indexed first.
-pub fn search(conn: &mut Connection, session: &str, query: &str, limit: usize) -> Result<Vec<Hit>> {
-    index_pending(conn, session)
-        .with_context(|| format!("indexing the messages of session {session} for search"))?;
+/// The messages of `session` matching `query`, best first, at most `limit`,
+/// among those indexed (see [`index_pending`]).
+pub fn search(conn: &Connection, session: &str, query: &str, limit: usize) -> Result<Vec<Hit>> {
     for op in ["AND", "OR"] {
         let Ok(words) = fts_query(query, op) else {
             return Ok(Vec::new());
@@ -157,32 +155,36 @@ pub fn search(conn: &mut Connection, session: &str, query: &str, limit: usize) -
     Ok(Vec::new())
 }
 
-/// Indexes the messages of `session` that are not yet, in one transaction
-/// (which writes nothing when none is pending).
-fn index_pending(conn: &mut Connection, session: &str) -> Result<()> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let indexed: i64 = tx
+/// Indexes the messages of `session` stored since it was last searched,
+/// in one transaction; whether there were any (a write). Runs under the
+/// store's one connection, so no commit comes between the look and the
+/// write.
+pub fn index_pending(conn: &mut Connection, session: &str) -> Result<bool> {
+    let indexed: i64 = conn
         .prepare_cached("SELECT next_idx FROM search_indexed WHERE session = ?1")?
         .query_row([session], |row| row.get(0))
         .optional()?
         .unwrap_or(0);
-    let stored: i64 = tx
+    let stored: i64 = conn
         .prepare_cached("SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1")?
         .query_row([session], |row| row.get(0))?;
-    if stored > indexed {
-        tx.prepare_cached(
-            "INSERT INTO message_search (text, session, idx)
-             SELECT text, session, idx FROM message_text WHERE session = ?1 AND idx >= ?2",
-        )?
-        .execute(params![session, indexed])?;
-        tx.prepare_cached(
-            "INSERT INTO search_indexed (session, next_idx) VALUES (?1, ?2)
-             ON CONFLICT (session) DO UPDATE SET next_idx = excluded.next_idx",
-        )?
-        .execute(params![session, stored])?;
+    if stored <= indexed {
+        return Ok(false);
     }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.prepare_cached(
+        "INSERT INTO message_search (text, session, idx)
+         SELECT text, session, idx FROM message_text
+         WHERE session = ?1 AND idx >= ?2 AND idx < ?3",
+    )?
+    .execute(params![session, indexed, stored])?;
+    tx.prepare_cached(
+        "INSERT INTO search_indexed (session, next_idx) VALUES (?1, ?2)
+         ON CONFLICT (session) DO UPDATE SET next_idx = excluded.next_idx",
+    )?
+    .execute(params![session, stored])?;
     tx.commit()?;
-    Ok(())
+    Ok(true)
 }
 
 fn matching(conn: &Connection, session: &str, words: &str, limit: usize) -> Result<Vec<Hit>> {
@@ -522,17 +524,19 @@ mod tests {
         };
         // A message stored now is not indexed until it is searched.
         assert_eq!(rows(&conn), 2);
-        let hits = search(&mut conn, "s", "zebra", 5).unwrap();
+        assert!(index_pending(&mut conn, "s").unwrap());
+        let hits = search(&conn, "s", "zebra", 5).unwrap();
         assert_eq!(idxs(&hits), [0, 1, 2]);
         assert_eq!(rows(&conn), 3);
         let first = hits.iter().find(|h| h.idx == 0).unwrap();
         assert_eq!(first.snippet, "old [zebra]");
         // Searched again, nothing is indexed twice; a new message is found.
         conn.execute_batch(&message(3, "zebra at last")).unwrap();
-        let hits = search(&mut conn, "s", "zebra", 5).unwrap();
+        assert!(index_pending(&mut conn, "s").unwrap());
+        let hits = search(&conn, "s", "zebra", 5).unwrap();
         assert_eq!(idxs(&hits), [0, 1, 2, 3]);
         assert_eq!(rows(&conn), 4);
-        assert_eq!(search(&mut conn, "s", "zebra", 5).unwrap().len(), 4);
+        assert!(!index_pending(&mut conn, "s").unwrap());
         assert_eq!(rows(&conn), 4);
     }
 
@@ -552,7 +556,12 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(rows, 0);
+        let before = store.write_transactions();
         let hits = store.search_history("s", "hello", 10).await.unwrap();
         assert_eq!(idxs(&hits), [0, 1, 2]);
+        // Indexing is a write of its own; a search with nothing new is not.
+        assert_eq!(store.write_transactions(), before + 1);
+        store.search_history("s", "hello", 10).await.unwrap();
+        assert_eq!(store.write_transactions(), before + 1);
     }
 }
