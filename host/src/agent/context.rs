@@ -188,7 +188,7 @@ fn json_len(value: &serde_json::Value) -> usize {
 
 /// The tools a model call offers, and the tokens they take, estimated
 /// once for all the counting before the call.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct OfferedTools {
     pub defs: Arc<Vec<ToolDef>>,
     pub tokens: u64,
@@ -334,6 +334,13 @@ mod tests {
         let budget = Budget::new(4000, Some(500), estimate_tools(&tools));
         assert_eq!(budget.usable, 4000 - 500 - (4 + 1 + 25 + 1));
         assert_eq!(Budget::new(100_000, None, 0).usable, 100_000 - 8192);
+        // The schema's length is counted as its compact JSON's, unwritten.
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "what to \"echo\" – é"}},
+            "required": ["text"],
+        });
+        assert_eq!(json_len(&schema), schema.to_string().len());
         assert_eq!(family_window("claude-sonnet-4-5"), Some(200_000));
         assert_eq!(family_window("openai/gpt-4o-mini"), Some(128_000));
         assert_eq!(family_window("my-local-model"), None);

@@ -19,7 +19,8 @@
 //!
 //! The `turn_end` that follows a commit is not written in a transaction of
 //! its own at once: with a model that takes its time, that second write
-//! (and the three thread wake-ups it costs) was a fifth of a turn's CPU.
+//! (and the three thread wake-ups it costs) was up to a fifth of a turn's
+//! CPU.
 //!
 //! Between writes the writer sleeps: it is not woken by each event, and an
 //! idle host wakes it never. A crash (`kill -9`) loses at most the events of

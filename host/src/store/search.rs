@@ -165,9 +165,7 @@ pub fn index_pending(conn: &mut Connection, session: &str) -> Result<bool> {
         .query_row([session], |row| row.get(0))
         .optional()?
         .unwrap_or(0);
-    let stored: i64 = conn
-        .prepare_cached("SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1")?
-        .query_row([session], |row| row.get(0))?;
+    let stored = super::write::stored_next_idx(conn, session)?;
     if stored <= indexed {
         return Ok(false);
     }

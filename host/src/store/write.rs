@@ -137,7 +137,7 @@ fn insert_events(conn: &Connection, events: &[Arc<Event>]) -> Result<()> {
 }
 
 /// The `idx` of the next message of `session`, from the table.
-fn stored_next_idx(conn: &Connection, session: &str) -> Result<i64> {
+pub(super) fn stored_next_idx(conn: &Connection, session: &str) -> Result<i64> {
     Ok(conn
         .prepare_cached("SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1")?
         .query_row([session], |row| row.get(0))?)
