@@ -93,6 +93,10 @@ use self::write::Commit;
 use crate::llm::{Message, Usage};
 use crate::protocol::{Event, Policy, TurnStatus};
 
+/// How many prepared statements the store's connection keeps (the store
+/// has about thirty).
+const STATEMENTS: usize = 64;
+
 /// The schema, one step per entry; entry `i` takes `user_version` from `i` to
 /// `i + 1`. Never edit a released step: append a new one.
 const MIGRATIONS: &[&str] = &[
@@ -205,6 +209,10 @@ const MIGRATIONS: &[&str] = &[
     // turn's commit does not write a page of it.
     "DROP INDEX turns_by_parent;
     CREATE INDEX turns_by_parent ON turns (parent_turn_id) WHERE parent_turn_id IS NOT NULL;",
+    // 12: no index of messages by turn: no query reads one, and nothing
+    // deletes a turn (the only use an index on a foreign key's column has),
+    // while each message a commit stores wrote a page of it.
+    "DROP INDEX messages_by_turn;",
 ];
 
 /// What a session chose for itself, as the store keeps it: each field None
@@ -277,9 +285,6 @@ pub struct Store {
     log: Arc<Mutex<Option<mpsc::UnboundedSender<LogCommit>>>>,
     /// Write transactions committed.
     writes: Arc<AtomicU64>,
-    /// Keeps the checkpoint thread of a file store running, and tells it of
-    /// writes.
-    checkpoints: Option<checkpoint::Checkpoints>,
 }
 
 /// A commit handed to the event log's writer, and where its result goes.
@@ -308,15 +313,22 @@ impl Store {
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
         owner_only::prepare(path)?;
-        let mut store = Store::setup(Connection::open(path)?)?;
+        let store = Store::setup(Connection::open(path)?)?;
         // Checkpoints happen on a thread of their own, not in a commit.
+        let checkpoints = checkpoint::spawn(path)?;
         {
-            let conn = lock(&store.conn);
+            let mut conn = lock(&store.conn);
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
             // The writer trims the log after a checkpoint, to this size.
             conn.pragma_update(None, "journal_size_limit", checkpoint::LOG_SIZE_LIMIT)?;
+            // After the pragma, which would replace it: every commit tells
+            // the thread how long the log is. The hook owns the thread's
+            // sender, so the thread runs as long as the connection.
+            conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages| {
+                checkpoints.written(pages);
+                Ok(())
+            }))?;
         }
-        store.checkpoints = Some(checkpoint::spawn(path)?);
         Ok(store)
     }
 
@@ -330,6 +342,10 @@ impl Store {
 
     fn setup(mut conn: Connection) -> Result<Store> {
         conn.busy_timeout(Duration::from_secs(5))?;
+        // Room for every statement the store keeps prepared (rusqlite
+        // keeps 16 by default, fewer than the store has): one read now
+        // and then does not push a turn's statements out.
+        conn.set_prepared_statement_cache_capacity(STATEMENTS);
         // The same plan whatever values are bound: else SQLite prepares a
         // cached statement again each time its bindings change (which
         // rusqlite's statement cache does on every use).
@@ -355,7 +371,6 @@ impl Store {
             histories: Arc::default(),
             log: Arc::default(),
             writes: Arc::default(),
-            checkpoints: None,
         })
     }
 
@@ -580,12 +595,9 @@ impl Store {
     }
 
     /// A write transaction was committed: counted (under the connection,
-    /// so whoever sees the write sees the count), and a checkpoint due.
+    /// so whoever sees the write sees the count).
     fn wrote(&self) {
         self.writes.fetch_add(1, Ordering::Relaxed);
-        if let Some(checkpoints) = &self.checkpoints {
-            checkpoints.written();
-        }
     }
 
     /// A session's turns, in order of start.
@@ -1067,6 +1079,9 @@ pub(crate) mod tests {
             compactions::AFTER,
             "SELECT coalesce(max(idx) + 1, 0) FROM messages WHERE session = ?1",
             "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
+            // Each write's transaction.
+            "BEGIN IMMEDIATE",
+            "COMMIT",
         ] {
             let statement = conn.prepare_cached(sql).unwrap();
             let runs = statement.get_status(rusqlite::StatementStatus::Run);
@@ -1077,6 +1092,38 @@ pub(crate) mod tests {
                 "{sql} was prepared again"
             );
         }
+    }
+
+    #[test]
+    fn a_turns_commit_writes_these_indexes_and_no_other() {
+        let store = Store::open_in_memory().unwrap();
+        let conn = lock(&store.conn);
+        let indexes: Vec<String> = conn
+            .prepare(
+                "SELECT tbl_name || ': ' || name FROM sqlite_schema
+                 WHERE type = 'index' AND tbl_name IN ('sessions', 'turns', 'messages', 'events')
+                 ORDER BY tbl_name, name",
+            )
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        // Each is a page a commit may write besides its table's: the
+        // partial ones only for the rows they hold (SubTurns, turn_ends,
+        // sessions with settings); messages' key is their table.
+        assert_eq!(
+            indexes,
+            [
+                "events: events_by_session",
+                "events: turn_ends",
+                "sessions: sessions_with_settings",
+                "sessions: sqlite_autoindex_sessions_1",
+                "turns: sqlite_autoindex_turns_1",
+                "turns: turns_by_parent",
+                "turns: turns_by_session",
+            ]
+        );
     }
 
     /// The history as a fresh connection reads it from the file, as JSON.

@@ -7,9 +7,14 @@
 //! connection of its own, in `PASSIVE` mode, which never waits for the
 //! writer: commits go on while the log is copied back and synced.
 //!
-//! The thread checkpoints after writes, at most once a second, and sleeps
-//! without waking while nothing is written: an idle host costs it nothing,
-//! and a busy one wakes it once per checkpoint, not once per write.
+//! The thread checkpoints once the log holds [`DUE_AT`] pages (SQLite's
+//! own threshold for its automatic checkpoint), at most once a second, and
+//! sleeps without waking until then. The store's connection tells it the
+//! log's length after each commit (SQLite's WAL hook); only the commit that
+//! finds the log past the threshold wakes it. An idle host costs it
+//! nothing, and a turn costs it a thousandth of a checkpoint of a thousand
+//! pages, not a checkpoint a second (with a model that takes its time,
+//! those had been a tenth of a turn's CPU).
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -21,39 +26,43 @@ use rusqlite::Connection;
 /// The shortest time between two checkpoints.
 const EVERY: Duration = Duration::from_secs(1);
 
+/// The log's length, in pages, at which a checkpoint is due.
+pub const DUE_AT: i32 = 1000;
+
 /// The log is trimmed to this size (by the store's writing connection)
 /// once a checkpoint has emptied it, if it grew past it.
 pub const LOG_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
 /// Tells the checkpoint thread that the log has grown; the thread runs
-/// until this (and every clone of it) is dropped, then checkpoints once
-/// more.
-#[derive(Clone)]
+/// until this is dropped, then checkpoints once more.
 pub struct Checkpoints {
-    written: mpsc::SyncSender<()>,
+    due: mpsc::SyncSender<()>,
 }
 
 impl Checkpoints {
-    /// Something was committed: a checkpoint is due (within a second).
-    pub fn written(&self) {
-        // Full: one is due already.
-        let _ = self.written.try_send(());
+    /// A commit left the log `pages` long: past [`DUE_AT`], a checkpoint
+    /// is due (within a second).
+    pub fn written(&self, pages: i32) {
+        if pages >= DUE_AT {
+            // Full: one is due already.
+            let _ = self.due.try_send(());
+        }
     }
 }
 
-/// Starts checkpointing the database at `path` after writes.
+/// Starts checkpointing the database at `path` when its log is long.
 pub fn spawn(path: &Path) -> Result<Checkpoints> {
     let conn = Connection::open(path)
         .with_context(|| format!("opening {} for checkpoints", path.display()))?;
-    let (written, writes) = mpsc::sync_channel::<()>(1);
+    let (due, dues) = mpsc::sync_channel::<()>(1);
     std::thread::Builder::new()
         .name("wasmclaw-checkpoint".into())
-        .spawn(move || run(&conn, &writes))
+        .spawn(move || run(&conn, &dues))
         .context("starting the checkpoint thread")?;
-    Ok(Checkpoints { written })
+    Ok(Checkpoints { due })
 }
 
-fn run(conn: &Connection, writes: &mpsc::Receiver<()>) {
+fn run(conn: &Connection, dues: &mpsc::Receiver<()>) {
     let checkpoint = || {
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             tracing::warn!("session store checkpoint: {e}");
@@ -61,18 +70,18 @@ fn run(conn: &Connection, writes: &mpsc::Receiver<()>) {
     };
     let mut last: Option<Instant> = None;
     loop {
-        // Asleep until something is written.
-        if writes.recv().is_err() {
+        // Asleep until the log is long.
+        if dues.recv().is_err() {
             return checkpoint();
         }
         // At most one checkpoint a second: the rest of the second is slept
-        // out. Writes meanwhile find the channel full (it holds one) and do
-        // not wake the thread; the checkpoint takes them in.
+        // out. Commits meanwhile find the channel full (it holds one) and
+        // do not wake the thread; the checkpoint takes them in.
         if let Some(until) = last.map(|at| at + EVERY) {
             if let Some(left) = until.checked_duration_since(Instant::now()) {
                 std::thread::sleep(left);
             }
-            if let Err(mpsc::TryRecvError::Disconnected) = writes.try_recv() {
+            if let Err(mpsc::TryRecvError::Disconnected) = dues.try_recv() {
                 return checkpoint();
             }
         }
@@ -83,28 +92,48 @@ fn run(conn: &Connection, writes: &mpsc::Receiver<()>) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::super::Store;
     use super::super::tests::delta;
 
+    /// Whether the file at `path` grows past `size` bytes within `limit`.
+    async fn grows(path: &std::path::Path, size: u64, limit: Duration) -> bool {
+        let end = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < end {
+            if std::fs::metadata(path).unwrap().len() > size {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
     #[tokio::test]
-    async fn the_log_is_copied_back_without_a_commit_waiting_for_it() {
+    async fn the_log_is_copied_back_once_long_without_a_commit_waiting_for_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions.db");
         let store = Store::open(&path).unwrap();
-        let size = || std::fs::metadata(&path).unwrap().len();
-        let before = size();
+        let before = std::fs::metadata(&path).unwrap().len();
+        // About 150 pages: the log holds them, and no checkpoint is due.
         let events: Vec<_> = (1..=2000).map(|seq| delta(seq, Some("s"))).collect();
         store.append_events(&events).await.unwrap();
-        // The commit left everything in the log (no automatic checkpoint);
-        // the thread copies it into the database within a second or two.
-        let mut grown = false;
-        for _ in 0..100 {
-            if size() > before + 100_000 {
-                grown = true;
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(
+            !grows(&path, before, Duration::from_millis(1500)).await,
+            "a short log was copied back"
+        );
+        // Past a thousand pages: the thread copies the log into the
+        // database within a second or two (no commit waits for it).
+        for round in 1..10 {
+            let events: Vec<_> = (round * 2000 + 1..=round * 2000 + 2000)
+                .map(|seq| delta(seq, Some("s")))
+                .collect();
+            store.append_events(&events).await.unwrap();
         }
-        assert!(grown, "the database file stayed at {} bytes", size());
+        assert!(
+            grows(&path, before + 1_000_000, Duration::from_secs(5)).await,
+            "the database file stayed at {} bytes",
+            std::fs::metadata(&path).unwrap().len()
+        );
     }
 }

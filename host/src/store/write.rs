@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 
 use super::history::Histories;
 use super::{TurnRecord, U64};
@@ -55,15 +55,15 @@ pub(crate) fn context(turn: &TurnRecord) -> String {
 /// written, and the cached histories of the commits' sessions are let go
 /// (the next read is the table's, whatever went wrong).
 pub(super) fn write(
-    conn: &mut Connection,
+    conn: &Connection,
     histories: &Histories,
     events: &[Arc<Event>],
     commits: &[Arc<Commit>],
 ) -> Result<()> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = Immediate::begin(conn)?;
     let written = (|| {
         if !events.is_empty() {
-            insert_events(&tx, events)
+            insert_events(tx.0, events)
                 .with_context(|| format!("writing {} events to the event log", events.len()))?;
         }
         // Where each session's history goes on, for a second commit of one
@@ -77,10 +77,10 @@ pub(super) fn write(
                 None if commit.jsons.is_empty() => 0,
                 None => match histories.next_idx(session) {
                     Some(idx) => idx,
-                    None => stored_next_idx(&tx, session)?,
+                    None => stored_next_idx(tx.0, session)?,
                 },
             };
-            insert_turn(&tx, &commit.turn, &commit.jsons, from)?;
+            insert_turn(tx.0, &commit.turn, &commit.jsons, from)?;
             if !commit.jsons.is_empty() {
                 next.insert(session, from + commit.jsons.len() as i64);
                 appended.push((commit, from));
@@ -99,6 +99,37 @@ pub(super) fn write(
         histories.append(&commit.turn.session, from, &commit.messages);
     }
     Ok(())
+}
+
+/// An IMMEDIATE transaction whose `BEGIN`, `COMMIT` and `ROLLBACK` stay
+/// prepared: rusqlite's `Transaction` parses them again at each use, which
+/// was a twentieth of a turn's commit. Dropped uncommitted (an error, a
+/// panic), it rolls back.
+struct Immediate<'c>(&'c Connection);
+
+impl<'c> Immediate<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Immediate<'c>> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Immediate(conn))
+    }
+
+    fn commit(self) -> rusqlite::Result<()> {
+        // On an error the transaction is still open: the drop rolls it back.
+        self.0.prepare_cached("COMMIT")?.execute([]).map(drop)
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit()
+            && let Err(e) = self
+                .0
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut rollback| rollback.execute([]))
+        {
+            tracing::error!("session store: rolling back a failed write: {e}");
+        }
+    }
 }
 
 /// Inserts `events`; a seq already stored is skipped, and said so.
