@@ -51,7 +51,7 @@
 //! The file and its `-wal` and `-shm` files are its owner's only (0600).
 //! The database runs in WAL mode with `synchronous=NORMAL`, temporary
 //! storage in memory, a 5 s busy timeout and foreign keys on; the write-ahead log is checkpointed by a thread of its
-//! own after writes, so no commit waits for the disk. Its schema is
+//! own once it holds a thousand pages, so no commit waits for the disk. Its schema is
 //! versioned with `PRAGMA user_version`: `MIGRATIONS` is applied in order,
 //! the pending ones in one transaction. Statements are prepared once and
 //! stay prepared (the query planner's stability guarantee is on). SQLite
