@@ -315,7 +315,7 @@ impl Store {
         owner_only::prepare(path)?;
         let store = Store::setup(Connection::open(path)?)?;
         // Checkpoints happen on a thread of their own, not in a commit.
-        let checkpoints = checkpoint::spawn(path)?;
+        let mut checkpoints = checkpoint::spawn(path)?;
         {
             let mut conn = lock(&store.conn);
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;

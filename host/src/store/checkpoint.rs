@@ -15,6 +15,15 @@
 //! nothing, and a turn costs it a thousandth of a checkpoint of a thousand
 //! pages, not a checkpoint a second (with a model that takes its time,
 //! those had been a tenth of a turn's CPU).
+//!
+//! The process's first commit wakes it too, whatever the log's length: the
+//! log the last process left is copied back early, off every commit's path,
+//! and the thread's connection then has the log open, so the store's
+//! connection is never the last to close it. SQLite checkpoints in the
+//! close of the last connection, on the closer's path: a one-shot `wasmclaw
+//! run` waited for that at its exit, and its next run restarted the emptied
+//! log on its first commit, with two `fsync`s (the log's header and its
+//! folder).
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -37,13 +46,15 @@ pub const LOG_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 /// until this is dropped, then checkpoints once more.
 pub struct Checkpoints {
     due: mpsc::SyncSender<()>,
+    /// No commit has been made yet.
+    first: bool,
 }
 
 impl Checkpoints {
-    /// A commit left the log `pages` long: past [`DUE_AT`], a checkpoint
-    /// is due (within a second).
-    pub fn written(&self, pages: i32) {
-        if pages >= DUE_AT {
+    /// A commit left the log `pages` long: at the first commit, or past
+    /// [`DUE_AT`], a checkpoint is due (within a second).
+    pub fn written(&mut self, pages: i32) {
+        if std::mem::take(&mut self.first) || pages >= DUE_AT {
             // Full: one is due already.
             let _ = self.due.try_send(());
         }
@@ -59,7 +70,7 @@ pub fn spawn(path: &Path) -> Result<Checkpoints> {
         .name("wasmclaw-checkpoint".into())
         .spawn(move || run(&conn, &dues))
         .context("starting the checkpoint thread")?;
-    Ok(Checkpoints { due })
+    Ok(Checkpoints { due, first: true })
 }
 
 fn run(conn: &Connection, dues: &mpsc::Receiver<()>) {
@@ -110,13 +121,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_log_is_copied_back_once_long_without_a_commit_waiting_for_it() {
+    async fn the_first_commit_and_a_long_log_are_copied_back_without_a_commit_waiting() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions.db");
         let store = Store::open(&path).unwrap();
-        let before = std::fs::metadata(&path).unwrap().len();
-        // About 150 pages: the log holds them, and no checkpoint is due.
-        let events: Vec<_> = (1..=2000).map(|seq| delta(seq, Some("s"))).collect();
+        let size = || std::fs::metadata(&path).unwrap().len();
+        // The first commit is copied back at once, however short.
+        let opened = size();
+        let first: Vec<_> = (1..=1000).map(|seq| delta(seq, Some("s"))).collect();
+        store.append_events(&first).await.unwrap();
+        assert!(
+            grows(&path, opened, Duration::from_secs(5)).await,
+            "the first commit was not copied back"
+        );
+        let before = size();
+        // About 150 pages more: the log holds them, and no checkpoint is
+        // due.
+        let events: Vec<_> = (1001..=3000).map(|seq| delta(seq, Some("s"))).collect();
         store.append_events(&events).await.unwrap();
         assert!(
             !grows(&path, before, Duration::from_millis(1500)).await,
@@ -124,8 +145,8 @@ mod tests {
         );
         // Past a thousand pages: the thread copies the log into the
         // database within a second or two (no commit waits for it).
-        for round in 1..10 {
-            let events: Vec<_> = (round * 2000 + 1..=round * 2000 + 2000)
+        for round in 2..11 {
+            let events: Vec<_> = (round * 2000 - 999..=round * 2000 + 1000)
                 .map(|seq| delta(seq, Some("s")))
                 .collect();
             store.append_events(&events).await.unwrap();
@@ -133,7 +154,7 @@ mod tests {
         assert!(
             grows(&path, before + 1_000_000, Duration::from_secs(5)).await,
             "the database file stayed at {} bytes",
-            std::fs::metadata(&path).unwrap().len()
+            size()
         );
     }
 }
