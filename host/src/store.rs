@@ -51,7 +51,7 @@
 //! The file and its `-wal` and `-shm` files are its owner's only (0600).
 //! The database runs in WAL mode with `synchronous=NORMAL`, temporary
 //! storage in memory, a 5 s busy timeout and foreign keys on; the write-ahead log is checkpointed by a thread of its
-//! own once it holds a thousand pages, so no commit waits for the disk. Its schema is
+//! own (when, see `store/checkpoint.rs`), so no commit waits for the disk. Its schema is
 //! versioned with `PRAGMA user_version`: `MIGRATIONS` is applied in order,
 //! the pending ones in one transaction. Statements are prepared once and
 //! stay prepared (the query planner's stability guarantee is on). SQLite
@@ -1095,7 +1095,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_turns_commit_writes_these_indexes_and_no_other() {
+    fn the_tables_a_commit_writes_have_these_indexes_and_no_other() {
         let store = Store::open_in_memory().unwrap();
         let conn = lock(&store.conn);
         let indexes: Vec<String> = conn

@@ -7,26 +7,35 @@
 //! connection of its own, in `PASSIVE` mode, which never waits for the
 //! writer: commits go on while the log is copied back and synced.
 //!
-//! The thread checkpoints once the log holds [`DUE_AT`] pages (SQLite's
-//! own threshold for its automatic checkpoint), at most once a second, and
-//! sleeps without waking until then. The store's connection tells it the
-//! log's length after each commit (SQLite's WAL hook); only the commit that
-//! finds the log past the threshold wakes it. An idle host costs it
-//! nothing, and a turn costs it a thousandth of a checkpoint of a thousand
-//! pages, not a checkpoint a second (with a model that takes its time,
-//! those had been a tenth of a turn's CPU).
+//! # When
 //!
-//! The process's first commit wakes it too, whatever the log's length: the
-//! log the last process left is copied back early, off every commit's path,
-//! and the thread's connection then has the log open, so the store's
-//! connection is never the last to close it. SQLite checkpoints in the
-//! close of the last connection, on the closer's path: a one-shot `wasmclaw
-//! run` waited for that at its exit, and its next run restarted the emptied
-//! log on its first commit, with two `fsync`s (the log's header and its
-//! folder).
+//! The store's connection tells the thread the log's length after each
+//! commit (SQLite's WAL hook). The thread checkpoints, at most once a
+//! second:
+//!
+//! - once the log holds [`DUE_AT`] pages (SQLite's own threshold for its
+//!   automatic checkpoint);
+//! - else [`SETTLE`] after the first commit since the last checkpoint. With
+//!   `synchronous=NORMAL` a commit reaches the disk at a checkpoint: a crash
+//!   of the process loses nothing committed, and this bounds what a crash
+//!   of the machine (a power loss) can take back;
+//! - at the process's first commit, whatever the log's length: the log the
+//!   last process left is copied back early, off every commit's path, and
+//!   the thread's connection then has the log open, so that the store's
+//!   connection is, as a rule, not the last to close it. SQLite checkpoints
+//!   in the close of the last connection, on the closer's path: a one-shot
+//!   `wasmclaw run` waited for that at its exit, and its next run restarted
+//!   the emptied log on its first commit, with two `fsync`s (the log's
+//!   header and its folder);
+//! - once more when the store's connection closes.
+//!
+//! Only the commit that changes what is due wakes the thread: an idle host
+//! costs it nothing, and a busy one a checkpoint per thousand pages or per
+//! [`SETTLE`], not one a second (with a model that takes its time, those
+//! had been a tenth of a turn's CPU).
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -38,42 +47,91 @@ const EVERY: Duration = Duration::from_secs(1);
 /// The log's length, in pages, at which a checkpoint is due.
 pub const DUE_AT: i32 = 1000;
 
+/// The longest a commit waits to be checkpointed while the log stays short.
+pub const SETTLE: Duration = Duration::from_secs(10);
+
 /// The log is trimmed to this size (by the store's writing connection)
 /// once a checkpoint has emptied it, if it grew past it.
 pub const LOG_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
-/// Tells the checkpoint thread that the log has grown; the thread runs
-/// until this is dropped, then checkpoints once more.
+/// Tells the checkpoint thread of commits; the thread runs until this is
+/// dropped, then checkpoints once more.
 pub struct Checkpoints {
-    due: mpsc::SyncSender<()>,
+    shared: Arc<Shared>,
     /// No commit has been made yet.
     first: bool,
 }
 
+struct Shared {
+    due: Mutex<Due>,
+    wake: Condvar,
+}
+
+/// What the commits since the last checkpoint ask of the thread.
+#[derive(Default)]
+struct Due {
+    /// A commit was made.
+    written: bool,
+    /// A checkpoint is due now.
+    now: bool,
+    /// The store's connection is closing.
+    closed: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Due> {
+        // Flags only: never half-written.
+        self.due.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl Checkpoints {
-    /// A commit left the log `pages` long: at the first commit, or past
-    /// [`DUE_AT`], a checkpoint is due (within a second).
+    /// A commit left the log `pages` long. Wakes the thread only when that
+    /// changes what is due.
     pub fn written(&mut self, pages: i32) {
-        if std::mem::take(&mut self.first) || pages >= DUE_AT {
-            // Full: one is due already.
-            let _ = self.due.try_send(());
+        let now = std::mem::take(&mut self.first) || pages >= DUE_AT;
+        let mut due = self.shared.lock();
+        let news = !due.written || (now && !due.now);
+        due.written = true;
+        due.now |= now;
+        if news {
+            self.shared.wake.notify_one();
         }
     }
 }
 
-/// Starts checkpointing the database at `path` when its log is long.
-pub fn spawn(path: &Path) -> Result<Checkpoints> {
-    let conn = Connection::open(path)
-        .with_context(|| format!("opening {} for checkpoints", path.display()))?;
-    let (due, dues) = mpsc::sync_channel::<()>(1);
-    std::thread::Builder::new()
-        .name("wasmclaw-checkpoint".into())
-        .spawn(move || run(&conn, &dues))
-        .context("starting the checkpoint thread")?;
-    Ok(Checkpoints { due, first: true })
+impl Drop for Checkpoints {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_one();
+    }
 }
 
-fn run(conn: &Connection, dues: &mpsc::Receiver<()>) {
+/// Starts checkpointing the database at `path` (see the module's docs).
+pub fn spawn(path: &Path) -> Result<Checkpoints> {
+    spawn_settling(path, SETTLE)
+}
+
+/// [`spawn`], with `settle` for [`SETTLE`] (the tests' own).
+fn spawn_settling(path: &Path, settle: Duration) -> Result<Checkpoints> {
+    let conn = Connection::open(path)
+        .with_context(|| format!("opening {} for checkpoints", path.display()))?;
+    let shared = Arc::new(Shared {
+        due: Mutex::default(),
+        wake: Condvar::new(),
+    });
+    let thread = shared.clone();
+    std::thread::Builder::new()
+        .name("wasmclaw-checkpoint".into())
+        .spawn(move || run(&conn, &thread, settle))
+        .context("starting the checkpoint thread")?;
+    Ok(Checkpoints {
+        shared,
+        first: true,
+    })
+}
+
+fn run(conn: &Connection, shared: &Shared, settle: Duration) {
     let checkpoint = || {
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             tracing::warn!("session store checkpoint: {e}");
@@ -81,80 +139,181 @@ fn run(conn: &Connection, dues: &mpsc::Receiver<()>) {
     };
     let mut last: Option<Instant> = None;
     loop {
-        // Asleep until the log is long.
-        if dues.recv().is_err() {
-            return checkpoint();
+        let mut due = shared.lock();
+        // Asleep until something is written.
+        while !due.written && !due.closed {
+            due = shared.wake.wait(due).unwrap_or_else(|e| e.into_inner());
         }
+        // Written: the checkpoint waits until it is due, `settle` at most.
+        let until = Instant::now() + settle;
+        while !due.now && !due.closed {
+            let Some(left) = until.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            due = (shared.wake.wait_timeout(due, left))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(due);
         // At most one checkpoint a second: the rest of the second is slept
-        // out. Commits meanwhile find the channel full (it holds one) and
-        // do not wake the thread; the checkpoint takes them in.
-        if let Some(until) = last.map(|at| at + EVERY) {
-            if let Some(left) = until.checked_duration_since(Instant::now()) {
-                std::thread::sleep(left);
-            }
-            if let Err(mpsc::TryRecvError::Disconnected) = dues.try_recv() {
-                return checkpoint();
-            }
+        // out (commits meanwhile are taken in by the checkpoint).
+        if let Some(left) = last.and_then(|at| (at + EVERY).checked_duration_since(Instant::now()))
+        {
+            std::thread::sleep(left);
         }
+        // Commits from here on are the next checkpoint's.
+        let closed = {
+            let mut due = shared.lock();
+            (due.written, due.now) = (false, false);
+            due.closed
+        };
         checkpoint();
+        if closed {
+            return;
+        }
         last = Some(Instant::now());
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::time::Duration;
+
+    use rusqlite::Connection;
 
     use super::super::Store;
     use super::super::tests::delta;
+    use super::{DUE_AT, spawn_settling};
 
-    /// Whether the file at `path` grows past `size` bytes within `limit`.
-    async fn grows(path: &std::path::Path, size: u64, limit: Duration) -> bool {
+    fn size(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().len()
+    }
+
+    /// Whether the file at `path` grows past `bytes` within `limit`.
+    fn grows(path: &Path, bytes: u64, limit: Duration) -> bool {
         let end = std::time::Instant::now() + limit;
         while std::time::Instant::now() < end {
-            if std::fs::metadata(path).unwrap().len() > size {
+            if size(path) > bytes {
                 return true;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            std::thread::sleep(Duration::from_millis(50));
         }
         false
     }
 
-    #[tokio::test]
+    /// The size of the file at `path` once it has stopped changing (a
+    /// checkpoint writes the database a page at a time).
+    fn settled_size(path: &Path) -> u64 {
+        let mut seen = size(path);
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = size(path);
+            if now == seen {
+                return now;
+            }
+            seen = now;
+        }
+    }
+
+    /// The pages the write-ahead log of the database at `path` holds.
+    fn log_pages(path: &Path) -> u64 {
+        let log = std::fs::metadata(path.with_extension("db-wal")).map_or(0, |m| m.len());
+        log.saturating_sub(32) / (4096 + 24)
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn the_first_commit_and_a_long_log_are_copied_back_without_a_commit_waiting() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions.db");
         let store = Store::open(&path).unwrap();
-        let size = || std::fs::metadata(&path).unwrap().len();
+        let mut seq = 0;
+        let mut events = |n: u64| {
+            let batch: Vec<_> = (seq + 1..=seq + n).map(|s| delta(s, Some("s"))).collect();
+            seq += n;
+            batch
+        };
         // The first commit is copied back at once, however short.
-        let opened = size();
-        let first: Vec<_> = (1..=1000).map(|seq| delta(seq, Some("s"))).collect();
-        store.append_events(&first).await.unwrap();
+        let opened = size(&path);
+        store.append_events(&events(1000)).await.unwrap();
         assert!(
-            grows(&path, opened, Duration::from_secs(5)).await,
+            grows(&path, opened, Duration::from_secs(5)),
             "the first commit was not copied back"
         );
-        let before = size();
-        // About 150 pages more: the log holds them, and no checkpoint is
-        // due.
-        let events: Vec<_> = (1001..=3000).map(|seq| delta(seq, Some("s"))).collect();
-        store.append_events(&events).await.unwrap();
+        let before = settled_size(&path);
+        // About a hundred pages more: the log holds them, and no
+        // checkpoint is due before `SETTLE`.
+        store.append_events(&events(2000)).await.unwrap();
         assert!(
-            !grows(&path, before, Duration::from_millis(1500)).await,
+            !grows(&path, before, Duration::from_millis(1500)),
             "a short log was copied back"
         );
         // Past a thousand pages: the thread copies the log into the
         // database within a second or two (no commit waits for it).
-        for round in 2..11 {
-            let events: Vec<_> = (round * 2000 - 999..=round * 2000 + 1000)
-                .map(|seq| delta(seq, Some("s")))
-                .collect();
-            store.append_events(&events).await.unwrap();
+        while log_pages(&path) < DUE_AT as u64 + 200 {
+            store.append_events(&events(2000)).await.unwrap();
         }
         assert!(
-            grows(&path, before + 1_000_000, Duration::from_secs(5)).await,
+            grows(&path, before + 1_000_000, Duration::from_secs(5)),
             "the database file stayed at {} bytes",
-            size()
+            size(&path)
+        );
+    }
+
+    /// A database at `path` in WAL mode with a table `t`, checkpointed by
+    /// no one but the thread.
+    fn database(path: &Path) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        conn.execute_batch("CREATE TABLE t (x BLOB)").unwrap();
+        conn
+    }
+
+    /// Stores about `pages` pages in `t`.
+    fn write(conn: &Connection, pages: usize) {
+        for _ in 0..pages {
+            conn.execute("INSERT INTO t VALUES (randomblob(3500))", [])
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_short_log_is_copied_back_once_it_has_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let conn = database(&path);
+        let mut checkpoints = spawn_settling(&path, Duration::from_millis(300)).unwrap();
+        write(&conn, 5);
+        checkpoints.written(1);
+        assert!(grows(&path, 0, Duration::from_secs(5)), "the first commit");
+        let before = settled_size(&path);
+        // Short, but not for longer than `settle` (and the second between
+        // checkpoints).
+        write(&conn, 5);
+        checkpoints.written(1);
+        assert!(
+            grows(&path, before, Duration::from_secs(5)),
+            "the database file stayed at {before} bytes"
+        );
+    }
+
+    #[test]
+    fn a_short_log_is_copied_back_when_the_store_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let conn = database(&path);
+        let mut checkpoints = spawn_settling(&path, Duration::from_secs(600)).unwrap();
+        write(&conn, 5);
+        checkpoints.written(1);
+        assert!(grows(&path, 0, Duration::from_secs(5)), "the first commit");
+        let before = settled_size(&path);
+        write(&conn, 5);
+        checkpoints.written(1);
+        drop(checkpoints);
+        assert!(
+            grows(&path, before, Duration::from_secs(5)),
+            "the database file stayed at {before} bytes"
         );
     }
 }

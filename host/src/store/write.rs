@@ -114,7 +114,8 @@ impl<'c> Immediate<'c> {
     }
 
     fn commit(self) -> rusqlite::Result<()> {
-        // On an error the transaction is still open: the drop rolls it back.
+        // On an error the transaction may still be open (SQLite rolls some
+        // failures back itself): the drop rolls back what is left.
         self.0.prepare_cached("COMMIT")?.execute([]).map(drop)
     }
 }
