@@ -278,38 +278,54 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_short_log_is_copied_back_once_it_has_settled() {
+    /// A thread with `settle` whose first checkpoint is done, and a short
+    /// log written since: the database file's size before it is copied.
+    struct ShortLog {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+        checkpoints: super::Checkpoints,
+        before: u64,
+    }
+
+    fn short_log(settle: Duration) -> ShortLog {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions.db");
         let conn = database(&path);
-        let mut checkpoints = spawn_settling(&path, Duration::from_millis(300)).unwrap();
+        let mut checkpoints = spawn_settling(&path, settle).unwrap();
         write(&conn, 5);
         checkpoints.written(1);
         assert!(grows(&path, 0, Duration::from_secs(5)), "the first commit");
         let before = settled_size(&path);
-        // Short, but not for longer than `settle` (and the second between
-        // checkpoints).
         write(&conn, 5);
         checkpoints.written(1);
+        ShortLog {
+            _dir: dir,
+            path,
+            checkpoints,
+            before,
+        }
+    }
+
+    #[test]
+    fn a_short_log_is_copied_back_once_it_has_settled() {
+        // Short, but not for longer than `settle` (and the second between
+        // checkpoints).
+        let log = short_log(Duration::from_millis(300));
         assert!(
-            grows(&path, before, Duration::from_secs(5)),
-            "the database file stayed at {before} bytes"
+            grows(&log.path, log.before, Duration::from_secs(5)),
+            "the database file stayed at {} bytes",
+            log.before
         );
     }
 
     #[test]
     fn a_short_log_is_copied_back_when_the_store_closes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sessions.db");
-        let conn = database(&path);
-        let mut checkpoints = spawn_settling(&path, Duration::from_secs(600)).unwrap();
-        write(&conn, 5);
-        checkpoints.written(1);
-        assert!(grows(&path, 0, Duration::from_secs(5)), "the first commit");
-        let before = settled_size(&path);
-        write(&conn, 5);
-        checkpoints.written(1);
+        let ShortLog {
+            _dir,
+            path,
+            checkpoints,
+            before,
+        } = short_log(Duration::from_secs(600));
         drop(checkpoints);
         assert!(
             grows(&path, before, Duration::from_secs(5)),
