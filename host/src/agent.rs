@@ -69,6 +69,7 @@ use crate::plugin::Plugins;
 use crate::plugin::catalog::{Catalog, PluginChange};
 
 use self::builtins::Builtins;
+use self::context::OfferedTools;
 use self::profile::Profiles;
 use self::registry::Registry;
 use crate::config::{ApprovalSettings, ToolFilter};
@@ -258,6 +259,11 @@ impl Agent {
     /// same name). Built once per plugin set (see [`registry`]).
     pub fn tool_defs(&self) -> Arc<Vec<ToolDef>> {
         self.registry.defs()
+    }
+
+    /// The same, with the tokens they take in a request.
+    pub fn offered_tools(&self) -> OfferedTools {
+        self.registry.offered()
     }
 
     /// The tool registry: every tool on offer, and how a call reaches it.

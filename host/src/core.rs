@@ -253,15 +253,14 @@ impl Core {
     /// turn counts them (its agent's system prompt, its history as
     /// compacted, the tools on offer), and its model's context window.
     pub async fn context_tokens(&self, session: &str) -> Result<(u64, Option<u64>)> {
-        use crate::agent::context::{estimate_all, estimate_tools};
+        use crate::agent::context::estimate_all;
         let history = self.history(session).await?;
         let profiles = self.profiles();
         let profile = profiles.agent(&self.session_agent(session))?.clone();
         let prompt = (profile.config.system_prompt.as_deref()).map(Message::system);
         let spec = TurnSpec::top(profiles, profile.clone());
-        let tools = spec.tool_defs(&self.inner.agent);
-        let tokens =
-            estimate_all(prompt.as_slice()) + estimate_all(&history) + estimate_tools(&tools);
+        let tools = spec.offered(&self.inner.agent);
+        let tokens = estimate_all(prompt.as_slice()) + estimate_all(&history) + tools.tokens;
         Ok((tokens, profile.config.context.window))
     }
 

@@ -18,9 +18,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::Agent;
-use super::context::{
-    Budget, ContextConfig, estimate_all, estimate_text, estimate_tools, history_range, truncate,
-};
+use super::context::{Budget, ContextConfig, estimate_all, estimate_text, history_range, truncate};
 use super::profile::Profile;
 use super::turn::millis;
 use crate::bus::{EventBus, Scope};
@@ -214,7 +212,7 @@ pub async fn compact_session(
             config.keep_user_turns
         ))
     })?;
-    let tool_tokens = estimate_tools(&agent.tool_defs());
+    let tool_tokens = agent.offered_tools().tokens;
     let budget = config
         .window
         .map(|w| Budget::new(w, profile.config.max_tokens, tool_tokens));

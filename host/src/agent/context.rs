@@ -187,8 +187,9 @@ fn json_len(value: &serde_json::Value) -> usize {
 }
 
 /// The tools a model call offers, and the tokens they take, estimated
-/// once for all the counting before the call.
-#[derive(Debug)]
+/// once for all the counting before the call (and once per set of tools,
+/// by the registry).
+#[derive(Debug, Clone)]
 pub struct OfferedTools {
     pub defs: Arc<Vec<ToolDef>>,
     pub tokens: u64,

@@ -51,6 +51,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 
+use super::context::OfferedTools;
 use super::subturn::Parent;
 use crate::config::Permission;
 use crate::llm::ToolDef;
@@ -118,7 +119,8 @@ pub struct Registry {
 struct Built {
     /// Per source, the snapshot this was built from.
     sets: Vec<Arc<dyn ToolSet>>,
-    defs: Arc<Vec<ToolDef>>,
+    /// Every tool's definition, with the tokens they take estimated once.
+    offered: OfferedTools,
     /// Which source's tool a name calls.
     owner: HashMap<String, usize>,
 }
@@ -141,7 +143,13 @@ impl Registry {
 
     /// Every tool on offer now, as the model sees them.
     pub fn defs(&self) -> Arc<Vec<ToolDef>> {
-        self.current().defs.clone()
+        self.current().offered.defs.clone()
+    }
+
+    /// The same, with the tokens they take in a request (estimated once per
+    /// set of tools, not at each model call).
+    pub fn offered(&self) -> OfferedTools {
+        self.current().offered.clone()
     }
 
     /// The tool `name` calls now. An unknown name is a `not-found` error
@@ -231,7 +239,7 @@ impl Registry {
         listed.rotate_left(1);
         Built {
             sets,
-            defs: Arc::new(listed.into_iter().flatten().collect()),
+            offered: OfferedTools::new(Arc::new(listed.into_iter().flatten().collect())),
             owner,
         }
     }

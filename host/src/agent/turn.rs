@@ -127,19 +127,25 @@ impl TurnSpec {
     }
 
     /// The tools on offer now (plugins may have been added or removed since
-    /// the last iteration), as allowed. With nothing to filter out, the
-    /// registry's own list (no copy).
-    pub fn tool_defs(&self, agent: &Agent) -> Arc<Vec<ToolDef>> {
-        let all = agent.tool_defs();
+    /// the last iteration), as allowed, and the tokens they take. With
+    /// nothing to filter out, the registry's own list and count (no copy,
+    /// no counting).
+    pub fn offered(&self, agent: &Agent) -> OfferedTools {
         if self.tools.is_none() && self.profile.config.tools.allows_all() {
-            return all;
+            return agent.offered_tools();
         }
-        Arc::new(
+        let all = agent.tool_defs();
+        OfferedTools::new(Arc::new(
             all.iter()
                 .filter(|t| self.allows(&t.name))
                 .cloned()
                 .collect(),
-        )
+        ))
+    }
+
+    /// The tools on offer now, as allowed.
+    pub fn tool_defs(&self, agent: &Agent) -> Arc<Vec<ToolDef>> {
+        self.offered(agent).defs
     }
 
     pub fn tool_names(&self, agent: &Agent) -> BTreeSet<String> {
@@ -329,7 +335,7 @@ impl Turn {
             }
             let interrupted = self.control.winding_down();
             let last = at_limit || interrupted;
-            let tools = OfferedTools::new(self.spec.tool_defs(&self.agent));
+            let tools = self.spec.offered(&self.agent);
             let mut fitted = self.fit(&mut convo, &tools).await?;
             let hooks = self.agent.hooks();
             let mut overflows = 0;
