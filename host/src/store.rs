@@ -213,6 +213,36 @@ const MIGRATIONS: &[&str] = &[
     // deletes a turn (the only use an index on a foreign key's column has),
     // while each message a commit stores wrote a page of it.
     "DROP INDEX messages_by_turn;",
+    // 13: two pages fewer for each commit.
+    // - Turns keyed by their id, without a rowid: a commit writes the
+    //   turn's row where its id leads, not a row and then an index of ids.
+    //   Turns that started in the same millisecond are listed by id (ids
+    //   are UUIDv7: in the order they were made) where the rowid (the order
+    //   of commit) used to decide.
+    // - A session's row is written when it is made, not at each commit: the
+    //   end of its latest turn (what the session list shows and sorts by)
+    //   is read from its turns, in the index of turns by session, which
+    //   holds their ends for that.
+    "CREATE TABLE turns_new (
+        id             TEXT PRIMARY KEY,
+        session        TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+        parent_turn_id TEXT,
+        input          TEXT NOT NULL,
+        status         TEXT NOT NULL CHECK (status IN
+                           ('completed', 'aborted', 'error', 'budget_exceeded', 'timed_out')),
+        reason         TEXT NOT NULL,
+        iterations     INTEGER NOT NULL,
+        input_tokens   INTEGER NOT NULL,
+        output_tokens  INTEGER NOT NULL,
+        started_at     TEXT NOT NULL,
+        ended_at       TEXT NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO turns_new SELECT * FROM turns;
+    DROP TABLE turns;
+    ALTER TABLE turns_new RENAME TO turns;
+    CREATE INDEX turns_by_session ON turns (session, started_at, ended_at);
+    CREATE INDEX turns_by_parent ON turns (parent_turn_id) WHERE parent_turn_id IS NOT NULL;
+    ALTER TABLE sessions DROP COLUMN updated_at;",
 ];
 
 /// What a session chose for itself, as the store keeps it: each field None
@@ -265,7 +295,8 @@ pub struct SessionInfo {
     pub messages: u64,
     /// Turns recorded, whatever their status.
     pub turns: u64,
-    /// The end of its latest turn (RFC 3339).
+    /// The end of its latest turn, or when it was made if it has none (RFC
+    /// 3339).
     pub updated_at: String,
 }
 
@@ -528,8 +559,8 @@ impl Store {
                     let now =
                         humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
                     conn.prepare_cached(
-                        "INSERT INTO sessions (key, created_at, updated_at, settings)
-                         VALUES (?1, ?2, ?2, ?3)
+                        "INSERT INTO sessions (key, created_at, settings)
+                         VALUES (?1, ?2, ?3)
                          ON CONFLICT (key) DO UPDATE SET settings = excluded.settings",
                     )?
                     .execute(params![key, now, json])?;
@@ -607,7 +638,7 @@ impl Store {
             let mut stmt = conn.prepare_cached(
                 "SELECT id, session, parent_turn_id, input, status, reason, iterations,
                         input_tokens, output_tokens, started_at, ended_at
-                 FROM turns WHERE session = ?1 ORDER BY started_at, rowid",
+                 FROM turns WHERE session = ?1 ORDER BY started_at, id",
             )?;
             let rows = stmt.query_map([&key], |row| {
                 let status: String = row.get(4)?;
@@ -643,10 +674,13 @@ impl Store {
     pub async fn sessions(&self) -> Result<Vec<SessionInfo>> {
         self.with_conn(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT s.key, s.updated_at,
+                "SELECT s.key, coalesce(t.ended, s.created_at) AS updated_at,
                         (SELECT count(*) FROM messages m WHERE m.session = s.key),
-                        (SELECT count(*) FROM turns t WHERE t.session = s.key)
-                 FROM sessions s ORDER BY s.updated_at DESC, s.key",
+                        coalesce(t.n, 0)
+                 FROM sessions s
+                 LEFT JOIN (SELECT session, max(ended_at) AS ended, count(*) AS n
+                            FROM turns GROUP BY session) t ON t.session = s.key
+                 ORDER BY updated_at DESC, s.key",
             )?;
             let rows = stmt.query_map([], |row| {
                 Ok(SessionInfo {
@@ -978,6 +1012,17 @@ pub(crate) mod tests {
         child.parent_turn_id = Some("parent".into());
         store.commit_turn(&child, &[]).await.unwrap();
         store.commit_turn(&parent, &[]).await.unwrap();
+        // Two that started in the same millisecond, committed in the other
+        // order: by id (a turn's id is a UUIDv7, in the order made).
+        let same = "2026-01-01T00:00:03.000Z";
+        store
+            .commit_turn(&turn("s", "same-2", TurnStatus::Completed, same), &[])
+            .await
+            .unwrap();
+        store
+            .commit_turn(&turn("s", "same-1", TurnStatus::Completed, same), &[])
+            .await
+            .unwrap();
         let ids: Vec<String> = store
             .turns("s")
             .await
@@ -985,7 +1030,7 @@ pub(crate) mod tests {
             .into_iter()
             .map(|t| t.id)
             .collect();
-        assert_eq!(ids, ["parent", "child"]);
+        assert_eq!(ids, ["parent", "child", "same-1", "same-2"]);
     }
 
     #[tokio::test]
@@ -1111,7 +1156,7 @@ pub(crate) mod tests {
             .unwrap();
         // Each is a page a commit may write besides its table's: the
         // partial ones only for the rows they hold (SubTurns, turn_ends,
-        // sessions with settings); messages' key is their table.
+        // sessions with settings); the keys of messages and turns are their tables.
         assert_eq!(
             indexes,
             [
@@ -1119,7 +1164,6 @@ pub(crate) mod tests {
                 "events: turn_ends",
                 "sessions: sessions_with_settings",
                 "sessions: sqlite_autoindex_sessions_1",
-                "turns: sqlite_autoindex_turns_1",
                 "turns: turns_by_parent",
                 "turns: turns_by_session",
             ]

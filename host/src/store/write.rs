@@ -175,14 +175,13 @@ pub(super) fn stored_next_idx(conn: &Connection, session: &str) -> Result<i64> {
         .query_row([session], |row| row.get(0))?)
 }
 
-/// Inserts the turn's row (creating its session's if needed) and its
-/// messages, numbered from `from`.
+/// Inserts the turn's row (creating its session's if needed: a session's
+/// row is not written again) and its messages, numbered from `from`.
 fn insert_turn(conn: &Connection, turn: &TurnRecord, jsons: &[String], from: i64) -> Result<()> {
     conn.prepare_cached(
-        "INSERT INTO sessions (key, created_at, updated_at) VALUES (?1, ?2, ?3)
-         ON CONFLICT (key) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)",
+        "INSERT INTO sessions (key, created_at) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
     )?
-    .execute(params![turn.session, turn.started_at, turn.ended_at])?;
+    .execute(params![turn.session, turn.started_at])?;
     conn.prepare_cached(
         "INSERT INTO turns (id, session, parent_turn_id, input, status, reason, iterations,
                             input_tokens, output_tokens, started_at, ended_at)
