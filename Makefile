@@ -6,7 +6,7 @@ GUESTS := --release --target wasm32-wasip2 --target-dir target/guests
 # Each step says what it does before it starts and how long it took.
 STEP := bash scripts/step.sh
 
-.PHONY: setup pyenv plugins lang-plugins demo test lint bench install
+.PHONY: setup pyenv plugins lang-plugins demo test lint bench install link-order
 
 # The guest target; rustup does not add it on its own.
 setup:
@@ -78,3 +78,10 @@ lint: test
 bench: setup lang-plugins
 	@$(STEP) "building the host (release)" cargo build --release -p wasmclaw
 	@$(STEP) "benchmarks" cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve --bench hooks --bench languages --bench sse --bench isolation --bench idle_sessions --bench host_cost --bench many_sessions --bench compaction --bench mcp
+
+# host/link-order.txt, the functions the release binary lays out first and
+# together (see host/build.rs), from valgrind's callgrind at `run` and
+# `serve`. After updating dependencies, or changing much of the start-up or
+# turn path.
+link-order: setup
+	@$(STEP) "the functions run and serve execute, in host/link-order.txt" bash scripts/link-order/generate.sh

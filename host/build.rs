@@ -14,4 +14,26 @@ fn main() {
     if target.ends_with("-linux-gnu") {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+    link_order(&target);
+}
+
+/// An optimised build for x86-64 Linux, where rustc links with LLD, lays
+/// out the functions named in `link-order.txt` first and together: the ones
+/// a one-shot `run` and `serve`'s turns execute (4.4 MB of the 38 MB of
+/// code; `make link-order` writes the list). The kernel maps a binary's
+/// code in runs of pages around each page touched: scattered over the whole
+/// text, those functions made 20 MB of it resident in a `run`; together,
+/// 5 MB. Names the build no longer defines are skipped quietly, so a stale
+/// list costs only some of the gain.
+fn link_order(target: &str) {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("link-order.txt");
+    println!("cargo:rerun-if-changed={}", file.display());
+    let optimised = std::env::var("PROFILE").is_ok_and(|p| p == "release");
+    if optimised && target == "x86_64-unknown-linux-gnu" && file.exists() {
+        println!(
+            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            file.display()
+        );
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    }
 }
