@@ -776,7 +776,7 @@ mod tests {
         assert_eq!(history.len(), 4, "{history:?}");
         let turns = core.turns("s").await.unwrap();
         assert_eq!(turns.len(), 2);
-        assert_eq!(turns[0].reason, "imported");
+        assert_eq!(turns[0].reason, "imported", "{turns:#?}");
         assert_eq!(turns[0].input, "(imported history)");
         assert_eq!(turns[1].id, turn_id);
     }

@@ -410,11 +410,20 @@ impl Scheduler {
             )));
         }
         let reserved = self.inner.reserve_import(session)?;
+        // Its id is made as it takes the session, like a message's turn as
+        // it is queued: ids are in the order turns took their session, which
+        // lists turns that started in the same millisecond.
+        let turn_id = new_turn_id();
         // The check and the write run on a task of their own that holds the
         // session busy: a caller that goes away meanwhile (the write goes on
         // on the blocking pool) does not let the session go idle before the
         // history is stored.
-        let import = tokio::spawn(store_import(reserved, session.to_string(), messages));
+        let import = tokio::spawn(store_import(
+            reserved,
+            turn_id,
+            session.to_string(),
+            messages,
+        ));
         import.await.unwrap_or_else(|e| {
             Err(Refused::Failed(format!(
                 "importing history into session '{session}' failed: {e}"
@@ -1208,6 +1217,7 @@ impl Drop for ImportGuard {
 /// [`Scheduler::import_history`].
 async fn store_import(
     guard: ImportGuard,
+    turn_id: String,
     session: String,
     messages: Vec<Message>,
 ) -> Result<Accepted, Refused> {
@@ -1226,7 +1236,7 @@ async fn store_import(
     }
     let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let record = TurnRecord {
-        id: new_turn_id(),
+        id: turn_id,
         session: session.to_string(),
         parent_turn_id: None,
         input: "(imported history)".into(),

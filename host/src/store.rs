@@ -216,9 +216,11 @@ const MIGRATIONS: &[&str] = &[
     // 13: two pages fewer for each commit.
     // - Turns keyed by their id, without a rowid: a commit writes the
     //   turn's row where its id leads, not a row and then an index of ids.
-    //   Turns that started in the same millisecond are listed by id (ids
-    //   are UUIDv7: in the order they were made) where the rowid (the order
-    //   of commit) used to decide.
+    //   Turns that started in the same millisecond are listed by id, where
+    //   the rowid (the order of commit) used to decide: ids are UUIDv7s,
+    //   made as a turn takes its session (queued or not) or as a SubTurn is
+    //   spawned, so a parent comes before its SubTurns, as it started first,
+    //   where it used to come after them, as it ended last.
     // - A session's row is written when it is made, not at each commit: the
     //   end of its latest turn (what the session list shows and sorts by)
     //   is read from its turns, in the index of turns by session, which
@@ -1012,17 +1014,18 @@ pub(crate) mod tests {
         child.parent_turn_id = Some("parent".into());
         store.commit_turn(&child, &[]).await.unwrap();
         store.commit_turn(&parent, &[]).await.unwrap();
-        // Two that started in the same millisecond, committed in the other
-        // order: by id (a turn's id is a UUIDv7, in the order made).
+        // Started in the same millisecond: by id (the order they took their
+        // session), whatever the order of their ends and commits.
         let same = "2026-01-01T00:00:03.000Z";
-        store
-            .commit_turn(&turn("s", "same-2", TurnStatus::Completed, same), &[])
-            .await
-            .unwrap();
-        store
-            .commit_turn(&turn("s", "same-1", TurnStatus::Completed, same), &[])
-            .await
-            .unwrap();
+        let mut first = turn("s", "same-1", TurnStatus::Completed, same);
+        first.ended_at = "2026-01-01T00:00:09.000Z".into();
+        for record in [
+            turn("s", "same-3", TurnStatus::Completed, same),
+            first,
+            turn("s", "same-2", TurnStatus::Completed, same),
+        ] {
+            store.commit_turn(&record, &[]).await.unwrap();
+        }
         let ids: Vec<String> = store
             .turns("s")
             .await
@@ -1030,7 +1033,7 @@ pub(crate) mod tests {
             .into_iter()
             .map(|t| t.id)
             .collect();
-        assert_eq!(ids, ["parent", "child", "same-1", "same-2"]);
+        assert_eq!(ids, ["parent", "child", "same-1", "same-2", "same-3"]);
     }
 
     #[tokio::test]
@@ -1384,6 +1387,34 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn a_session_without_turns_was_updated_when_it_was_made() {
+        let store = Store::open_in_memory().unwrap();
+        let follow_up = SessionSettings {
+            policy: Some(Policy::FollowUp),
+            ..SessionSettings::default()
+        };
+        store.set_settings("quiet", &follow_up).await.unwrap();
+        let listed = store.sessions().await.unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!((listed[0].messages, listed[0].turns), (0, 0));
+        let made = humantime::parse_rfc3339(&listed[0].updated_at).unwrap();
+        let age = std::time::SystemTime::now().duration_since(made).unwrap();
+        assert!(age < Duration::from_secs(60), "{listed:?}");
+
+        let first = turn(
+            "quiet",
+            "t1",
+            TurnStatus::Completed,
+            "2030-01-01T00:00:01.000Z",
+        );
+        store.commit_turn(&first, &[]).await.unwrap();
+        assert_eq!(
+            store.sessions().await.unwrap()[0].updated_at,
+            "2030-01-01T00:00:01.500Z"
+        );
+    }
+
+    #[tokio::test]
     async fn a_version_1_store_keeps_its_history_and_takes_subturn_statuses() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v1.db");
@@ -1406,6 +1437,17 @@ pub(crate) mod tests {
             Store::open(&path).unwrap()
         };
         assert_eq!(store.history("s").await.unwrap(), [Message::user("hi")]);
+        // The session's row no longer says when it was updated: the end of
+        // its latest turn does.
+        assert_eq!(
+            store.sessions().await.unwrap(),
+            [SessionInfo {
+                key: "s".into(),
+                messages: 1,
+                turns: 1,
+                updated_at: "2025-01-01T00:00:01.000Z".into(),
+            }]
+        );
         let over = turn(
             "s",
             "t2",

@@ -127,25 +127,33 @@ impl TurnSpec {
     }
 
     /// The tools on offer now (plugins may have been added or removed since
-    /// the last iteration), as allowed, and the tokens they take. With
-    /// nothing to filter out, the registry's own list and count (no copy,
-    /// no counting).
-    pub fn offered(&self, agent: &Agent) -> OfferedTools {
-        if self.tools.is_none() && self.profile.config.tools.allows_all() {
-            return agent.offered_tools();
+    /// the last iteration), as allowed. With nothing to filter out, the
+    /// registry's own list (no copy).
+    pub fn tool_defs(&self, agent: &Agent) -> Arc<Vec<ToolDef>> {
+        if self.allows_all() {
+            return agent.tool_defs();
         }
-        let all = agent.tool_defs();
-        OfferedTools::new(Arc::new(
-            all.iter()
+        Arc::new(
+            agent
+                .tool_defs()
+                .iter()
                 .filter(|t| self.allows(&t.name))
                 .cloned()
                 .collect(),
-        ))
+        )
     }
 
-    /// The tools on offer now, as allowed.
-    pub fn tool_defs(&self, agent: &Agent) -> Arc<Vec<ToolDef>> {
-        self.offered(agent).defs
+    /// The same, and the tokens they take: with nothing to filter out, the
+    /// registry's count, made once per set of tools.
+    pub fn offered(&self, agent: &Agent) -> OfferedTools {
+        if self.allows_all() {
+            return agent.offered_tools();
+        }
+        OfferedTools::new(self.tool_defs(agent))
+    }
+
+    fn allows_all(&self) -> bool {
+        self.tools.is_none() && self.profile.config.tools.allows_all()
     }
 
     pub fn tool_names(&self, agent: &Agent) -> BTreeSet<String> {
