@@ -25,11 +25,24 @@ fn main() {
 /// text, those functions made 20 MB of it resident in a `run`; together,
 /// 5 MB. Names the build no longer defines are skipped quietly, so a stale
 /// list costs only some of the gain.
+///
+/// The flag is LLD's: a build told to link otherwise (a linker or
+/// `-fuse-ld` in its flags, `linker-features`), or with
+/// `WASMCLAW_LINK_ORDER=0`, goes without it.
 fn link_order(target: &str) {
+    println!("cargo:rerun-if-env-changed=WASMCLAW_LINK_ORDER");
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("link-order.txt");
+    if !file.exists() {
+        return;
+    }
     println!("cargo:rerun-if-changed={}", file.display());
-    let optimised = std::env::var("PROFILE").is_ok_and(|p| p == "release");
-    if optimised && target == "x86_64-unknown-linux-gnu" && file.exists() {
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let optimised = env("PROFILE") == "release";
+    let flags = env("CARGO_ENCODED_RUSTFLAGS");
+    let other_linker =
+        !env("RUSTC_LINKER").is_empty() || ["linker", "fuse-ld"].iter().any(|f| flags.contains(f));
+    let wanted = env("WASMCLAW_LINK_ORDER") != "0";
+    if optimised && target == "x86_64-unknown-linux-gnu" && !other_linker && wanted {
         println!(
             "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
             file.display()

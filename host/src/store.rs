@@ -217,14 +217,22 @@ const MIGRATIONS: &[&str] = &[
     // - Turns keyed by their id, without a rowid: a commit writes the
     //   turn's row where its id leads, not a row and then an index of ids.
     //   Turns that started in the same millisecond are listed by id, where
-    //   the rowid (the order of commit) used to decide: ids are UUIDv7s,
-    //   made as a turn takes its session (queued or not) or as a SubTurn is
-    //   spawned, so a parent comes before its SubTurns, as it started first,
-    //   where it used to come after them, as it ended last.
+    //   the rowid (the order of commit) used to decide. Ids are UUIDv7s,
+    //   made as a message's turn is queued or started, as an import takes
+    //   its session, or as a SubTurn is spawned: a parent now comes before
+    //   its SubTurns, as it started first (it used to come after them, as
+    //   it ended last). Steering a turn never took in is queued again with
+    //   new ids ahead of older ones: those may be listed after a turn that
+    //   started in their millisecond.
+    //   A row of a table without rowid spills to an overflow page past
+    //   about 1 KB (4 KB with a rowid): a turn whose input is 1 to 4 KB
+    //   long writes the page a shorter one saves.
+    // - The index of turns by session holds the id before the end: the
+    //   turns are listed from it in order, and the session list reads
+    //   their count and latest end from it alone.
     // - A session's row is written when it is made, not at each commit: the
     //   end of its latest turn (what the session list shows and sorts by)
-    //   is read from its turns, in the index of turns by session, which
-    //   holds their ends for that.
+    //   is read from its turns.
     "CREATE TABLE turns_new (
         id             TEXT PRIMARY KEY,
         session        TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
@@ -242,7 +250,7 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO turns_new SELECT * FROM turns;
     DROP TABLE turns;
     ALTER TABLE turns_new RENAME TO turns;
-    CREATE INDEX turns_by_session ON turns (session, started_at, ended_at);
+    CREATE INDEX turns_by_session ON turns (session, started_at, id, ended_at);
     CREATE INDEX turns_by_parent ON turns (parent_turn_id) WHERE parent_turn_id IS NOT NULL;
     ALTER TABLE sessions DROP COLUMN updated_at;",
 ];
@@ -1437,6 +1445,15 @@ pub(crate) mod tests {
             Store::open(&path).unwrap()
         };
         assert_eq!(store.history("s").await.unwrap(), [Message::user("hi")]);
+        // Every reference still holds after the tables were rebuilt.
+        let dangling: Vec<String> = lock(&store.conn)
+            .prepare("PRAGMA foreign_key_check")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(dangling.is_empty(), "{dangling:?}");
         // The session's row no longer says when it was updated: the end of
         // its latest turn does.
         assert_eq!(

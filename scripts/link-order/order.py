@@ -16,7 +16,9 @@ from collections import Counter
 
 FN = re.compile(r"^fn=\((\d+)\)(?: (.*))?$")
 NAMED = re.compile(r"^c?fn=\((\d+)\) (.*)$")
-COST = re.compile(r"^[+-]?\d+ (\d+)")
+# A cost line: a position (absolute, relative, or `*` for the same) and the
+# instructions.
+COST = re.compile(r"^(?:[+-]?\d+|\*) (\d+)")
 
 
 def defined(binary):
