@@ -50,8 +50,11 @@
 //!
 //! The file and its `-wal` and `-shm` files are its owner's only (0600).
 //! The database runs in WAL mode with `synchronous=NORMAL`, temporary
-//! storage in memory, a 5 s busy timeout and foreign keys on; the write-ahead log is checkpointed by a thread of its
-//! own (when, see `store/checkpoint.rs`), so no commit waits for the disk. Its schema is
+//! storage in memory, a 5 s busy timeout and foreign keys on; the
+//! write-ahead log is checkpointed by a thread of its own (when: see
+//! `store/checkpoint.rs`), so no commit waits for the disk. A commit writes
+//! a page of each b-tree it touches (the tests list the indexes there are);
+//! a session's row only when the session is made. Its schema is
 //! versioned with `PRAGMA user_version`: `MIGRATIONS` is applied in order,
 //! the pending ones in one transaction. Statements are prepared once and
 //! stay prepared (the query planner's stability guarantee is on). SQLite
@@ -363,8 +366,8 @@ impl Store {
             // The writer trims the log after a checkpoint, to this size.
             conn.pragma_update(None, "journal_size_limit", checkpoint::LOG_SIZE_LIMIT)?;
             // After the pragma, which would replace it: every commit tells
-            // the thread how long the log is. The hook owns the thread's
-            // sender, so the thread runs as long as the connection.
+            // the thread how long the log is. The hook owns the
+            // `Checkpoints`, so the thread runs as long as the connection.
             conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages| {
                 checkpoints.written(pages);
                 Ok(())
