@@ -186,17 +186,18 @@ async fn http_floor(kind: ProviderKind) -> Duration {
             cpu_before = process_cpu();
         }
         let mut request = ChatRequest {
-            messages: vec![Message::user("What is 40 + 2?")],
+            messages: vec![Message::user("What is 40 + 2?")].into(),
             tools: tools.clone(),
             ..Default::default()
         };
         let first = provider.chat(&request, &mut |_| {}).await.unwrap();
         let call = first.tool_calls[0].clone();
-        request.messages.push(Message::Assistant {
+        let messages = std::sync::Arc::make_mut(&mut request.messages);
+        messages.push(Message::Assistant {
             content: first.text,
             tool_calls: vec![call.clone()],
         });
-        request.messages.push(Message::Tool {
+        messages.push(Message::Tool {
             tool_call_id: call.id,
             name: call.name,
             content: "42".into(),

@@ -89,7 +89,8 @@ impl Compaction<'_> {
             messages: vec![
                 prompt,
                 Message::user(transcript(messages, transcript_bytes)),
-            ],
+            ]
+            .into(),
             max_tokens,
             ..Default::default()
         };

@@ -36,7 +36,7 @@ mod plan;
 
 use std::sync::Arc;
 
-pub use fit::{cap_tool_results, middle_out, truncate};
+pub use fit::{cap_tool_results, middle_out, too_long, truncate};
 pub use plan::{child_range, history_range};
 
 use crate::llm::{Chain, Message, ToolDef};

@@ -332,14 +332,14 @@ impl Turn {
                     subturn_id: result.subturn_id,
                     via: crate::protocol::Delivery::Injected,
                 }));
-                convo.messages.push(Message::user(result.content));
+                convo.extend([Message::user(result.content)]);
             }
             for content in steering {
                 self.publish(EventBody::SteeringInjected(SteeringInjected {
                     iteration: self.iterations,
                     content: content.clone(),
                 }));
-                convo.messages.push(Message::user(content));
+                convo.extend([Message::user(content)]);
             }
             let interrupted = self.control.winding_down();
             let last = at_limit || interrupted;
@@ -390,11 +390,14 @@ impl Turn {
                     return Ok(self.dropped(partial, convo));
                 }
             };
+            // The request shares the conversation's messages: let go of it
+            // before they grow, so that they are not copied.
+            drop(request);
             let tool_calls = reply.tool_calls;
-            convo.messages.push(Message::Assistant {
+            convo.extend([Message::Assistant {
                 content: reply.text.clone(),
                 tool_calls: tool_calls.iter().map(ToolCall::for_history).collect(),
-            });
+            }]);
             if tool_calls.is_empty() {
                 // Steering that arrived during the reply is answered in this
                 // turn, unless the turn is at its limit (it then runs as a
@@ -412,11 +415,11 @@ impl Turn {
                 return Ok(Answer {
                     text: reply.text,
                     reason,
-                    messages: convo.messages.split_off(convo.turn_start),
+                    messages: convo.into_own(),
                 });
             }
             let results = super::tools::run_all(self, &tool_calls, &reply.finish_reason).await;
-            convo.messages.extend(results);
+            convo.extend(results);
             if let Some(reason) = self
                 .refusals
                 .exceeded(self.spec.config().max_repeated_refusals)
@@ -431,7 +434,7 @@ impl Turn {
     /// answer; through the `before-llm` hooks.
     async fn request(
         &self,
-        messages: Vec<Message>,
+        messages: Arc<Vec<Message>>,
         tools: Arc<Vec<ToolDef>>,
         interrupted: bool,
         at_limit: bool,
@@ -452,7 +455,7 @@ impl Turn {
             } else {
                 LAST_ITERATION_NOTE
             };
-            request.messages.push(Message::system(note));
+            Arc::make_mut(&mut request.messages).push(Message::system(note));
         }
         let hooks = self.agent.hooks();
         Ok(hooks.before_llm(&self.hook_scope(), request).await?)
@@ -460,9 +463,10 @@ impl Turn {
 
     /// A graceful interrupt dropped the model call: the turn ends with the
     /// text it streamed.
-    fn dropped(&self, partial: String, mut convo: Conversation) -> Answer {
+    fn dropped(&self, partial: String, convo: Conversation) -> Answer {
+        let mut messages = convo.into_own();
         if !partial.is_empty() {
-            convo.messages.push(Message::Assistant {
+            messages.push(Message::Assistant {
                 content: partial.clone(),
                 tool_calls: Vec::new(),
             });
@@ -471,7 +475,7 @@ impl Turn {
         Answer {
             text: partial,
             reason: "interrupted",
-            messages: convo.messages.split_off(convo.turn_start),
+            messages,
         }
     }
 

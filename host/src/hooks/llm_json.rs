@@ -110,7 +110,7 @@ pub fn request_from(json: &str, before: &ChatRequest) -> Result<ChatRequest, Bad
         )
     };
     Ok(ChatRequest {
-        messages,
+        messages: messages.into(),
         tools,
         tool_choice: required(&mut doc, "tool_choice")?,
         max_tokens: optional(&mut doc, "max_tokens")?.unwrap_or(before.max_tokens),
@@ -189,7 +189,7 @@ mod tests {
             parameters: serde_json::json!({"type": "object"}),
         };
         ChatRequest {
-            messages: vec![Message::system("be brief"), Message::user("hi")],
+            messages: vec![Message::system("be brief"), Message::user("hi")].into(),
             tools: Arc::new(vec![tool("add"), tool("read_file")]),
             max_tokens: Some(100),
             model: Some("m".into()),

@@ -576,10 +576,12 @@ impl Accumulator {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
     use super::*;
     use crate::llm::ProviderKind;
     use serde_json::json;
-    use std::time::Duration;
 
     /// The body `request` gets, as JSON.
     fn body(config: &ProviderConfig, request: &ChatRequest) -> Value {
@@ -647,7 +649,8 @@ mod tests {
                 result("t1", "A", false),
                 result("t2", "no such file", true),
                 Message::user("thanks"),
-            ],
+            ]
+            .into(),
             tools: std::sync::Arc::new(vec![ToolDef {
                 name: "read".into(),
                 description: "Read a file".into(),
@@ -694,7 +697,8 @@ mod tests {
                     content: "ok".into(),
                     tool_calls: vec![call("t1", "{}")],
                 },
-            ],
+            ]
+            .into(),
             tool_choice: ToolChoice::None,
             max_tokens: Some(10),
             ..ChatRequest::default()
@@ -733,7 +737,8 @@ mod tests {
                     tool_calls: vec![call("t1", " {\"path\": \"a\"} ")],
                 },
                 result("t1", "A", false),
-            ],
+            ]
+            .into(),
             tools: tools.clone(),
             ..ChatRequest::default()
         };
@@ -746,12 +751,10 @@ mod tests {
                 json!({"path": "a"})
             );
             // The next call: the same list and prompt, then other ones.
-            request
-                .messages
-                .push(Message::user(format!("more {round}")));
+            Arc::make_mut(&mut request.messages).push(Message::user(format!("more {round}")));
             if round == 1 {
-                request.messages.insert(0, Message::system("and another"));
-                request.tools = std::sync::Arc::new(vec![]);
+                Arc::make_mut(&mut request.messages).insert(0, Message::system("and another"));
+                request.tools = Arc::new(vec![]);
             }
         }
     }

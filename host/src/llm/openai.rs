@@ -580,7 +580,8 @@ mod tests {
                     content: "no such city".into(),
                     is_error: true,
                 },
-            ],
+            ]
+            .into(),
             tools: std::sync::Arc::new(vec![ToolDef {
                 name: "weather".into(),
                 description: "Current weather".into(),
@@ -622,7 +623,8 @@ mod tests {
                     content: String::new(),
                     tool_calls: vec![],
                 },
-            ],
+            ]
+            .into(),
             tool_choice: ToolChoice::None,
             ..ChatRequest::default()
         };
@@ -645,7 +647,7 @@ mod tests {
             parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
         }]);
         let mut request = ChatRequest {
-            messages: vec![Message::system("a long prompt"), Message::user("weather?")],
+            messages: vec![Message::system("a long prompt"), Message::user("weather?")].into(),
             tools: tools.clone(),
             ..ChatRequest::default()
         };
@@ -655,12 +657,11 @@ mod tests {
             assert_eq!(cached, body(&config(true), &request), "round {round}");
             // The next call: the same list and prompt with more messages and
             // another tool choice, then another prompt, then no tools.
-            request
-                .messages
+            Arc::make_mut(&mut request.messages)
                 .push(Message::assistant(format!("answer {round}")));
             request.tool_choice = ToolChoice::None;
             match round {
-                1 => request.messages[0] = Message::system("another prompt"),
+                1 => Arc::make_mut(&mut request.messages)[0] = Message::system("another prompt"),
                 2 => request.tools = Arc::new(vec![]),
                 _ => {}
             }
@@ -881,7 +882,8 @@ mod tests {
                     call("text", "6 * 7"),
                     call("array", "[1]"),
                 ],
-            }],
+            }]
+            .into(),
             ..ChatRequest::default()
         };
         let body = body(&config(false), &request);

@@ -228,6 +228,8 @@ fn fill_in(text: &str, messages: &[Message]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn tool_result(name: &str, content: &str) -> Message {
@@ -266,7 +268,7 @@ mod tests {
         let model = Scripted::load(&config).unwrap();
         let mut streamed = String::new();
         let mut request = ChatRequest {
-            messages: vec![Message::user("what is the sum?")],
+            messages: vec![Message::user("what is the sum?")].into(),
             ..Default::default()
         };
         let first = model
@@ -276,23 +278,23 @@ mod tests {
         assert_eq!(first.tool_calls[0].name, "calc");
         assert_eq!(first.tool_calls[0].arguments, r#"{"e":"1+1"}"#);
         assert_eq!(first.finish_reason, FinishReason::ToolCalls);
-        request.messages.push(Message::Assistant {
+        Arc::make_mut(&mut request.messages).push(Message::Assistant {
             content: String::new(),
             tool_calls: first.tool_calls,
         });
-        request.messages.push(tool_result("calc", "2"));
+        Arc::make_mut(&mut request.messages).push(tool_result("calc", "2"));
         let second = model
             .chat(&request, &mut |t| streamed.push_str(t))
             .await
             .unwrap();
         assert_eq!(second.text, "It is 2.");
         assert_eq!(streamed, "It is 2.");
-        request.messages.push(Message::user("hi"));
+        Arc::make_mut(&mut request.messages).push(Message::user("hi"));
         assert_eq!(
             model.chat(&request, &mut |_| {}).await.unwrap().text,
             "Hello there"
         );
-        request.messages.push(Message::Assistant {
+        Arc::make_mut(&mut request.messages).push(Message::Assistant {
             content: "Hello there".into(),
             tool_calls: vec![],
         });

@@ -134,7 +134,12 @@ impl Decoder {
             }
             None => (line, &b""[..]),
         };
-        let value = String::from_utf8_lossy(value);
+        // Checked as UTF-8 first: much faster than the lossy conversion,
+        // which is for the rare line that is not.
+        let value = match std::str::from_utf8(value) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(value),
+        };
         match field {
             b"event" => self.event = value.into_owned(),
             b"data" => {

@@ -61,7 +61,9 @@ pub enum ToolChoice {
 #[derive(Debug, Clone, Default)]
 pub struct ChatRequest {
     /// The conversation; a leading `System` message is the system prompt.
-    pub messages: Vec<Message>,
+    /// Shared with the turn's conversation it was made from: a request is
+    /// not a copy of the history.
+    pub messages: std::sync::Arc<Vec<Message>>,
     /// Shared: the same list is offered on every call until the plugins
     /// change.
     pub tools: std::sync::Arc<Vec<ToolDef>>,

@@ -38,17 +38,22 @@ fn ceil(text: &str, mut at: usize) -> usize {
     at
 }
 
+/// Whether `message` is a tool result longer than `max` bytes.
+pub fn too_long(message: &Message, max: usize) -> bool {
+    matches!(message, Message::Tool { content, .. } if content.len() > max)
+}
+
 /// Cuts every tool result longer than `max` bytes (see [`truncate`]);
 /// how many were cut.
 pub fn cap_tool_results(messages: &mut [Message], max: usize) -> usize {
     let mut cut = 0;
     for message in messages {
-        if let Message::Tool {
-            content,
-            tool_call_id,
-            ..
-        } = message
-            && content.len() > max
+        if too_long(message, max)
+            && let Message::Tool {
+                content,
+                tool_call_id,
+                ..
+            } = message
         {
             let why = format!(
                 " to fit the model's context window; read the whole result with \

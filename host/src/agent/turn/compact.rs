@@ -16,12 +16,13 @@
 //! request was and the window.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::{Failure, Turn};
 use crate::agent::compaction::{Compaction, Ended};
 use crate::agent::context::{
     Budget, Counted, OfferedTools, cap_tool_results, child_range, estimate_all, history_range,
-    middle_out, overflow_sizes,
+    middle_out, overflow_sizes, too_long,
 };
 use crate::llm::Message;
 use crate::protocol::TurnErrorKind;
@@ -29,8 +30,10 @@ use crate::store::{CompactionRecord, HistoryView, summary_message};
 
 /// A turn's conversation, and what the context step knows of it.
 pub(super) struct Conversation {
-    /// The system prompt, the history, the turn's messages.
-    pub messages: Vec<Message>,
+    /// The system prompt, the history, the turn's messages. Shared with
+    /// the request of the model call in flight (a request is no copy of
+    /// them); copied only if they change while it is still held.
+    pub messages: Arc<Vec<Message>>,
     /// Where what compaction may summarize starts: after the system prompt
     /// (a SubTurn: after its task too).
     pub start: usize,
@@ -58,12 +61,26 @@ impl Conversation {
         let turn_start = messages.len();
         messages.push(Message::user(input));
         Conversation {
-            messages,
+            messages: Arc::new(messages),
             start,
             turn_start,
             view,
             counted: Counted::default(),
             learned_window: None,
+        }
+    }
+
+    /// Adds `messages` at the end.
+    pub fn extend(&mut self, messages: impl IntoIterator<Item = Message>) {
+        Arc::make_mut(&mut self.messages).extend(messages);
+    }
+
+    /// The turn's own messages, from its user message on: what the
+    /// session's history gains.
+    pub fn into_own(self) -> Vec<Message> {
+        match Arc::try_unwrap(self.messages) {
+            Ok(mut messages) => messages.split_off(self.turn_start),
+            Err(shared) => shared[self.turn_start..].to_vec(),
         }
     }
 
@@ -78,7 +95,7 @@ impl Conversation {
 
 /// A request's messages, fitted, and what was counted.
 pub(super) struct Fitted {
-    pub messages: Vec<Message>,
+    pub messages: Arc<Vec<Message>>,
     pub tokens: u64,
     pub window: Option<u64>,
     /// Tool results were left out: the provider's count is not of the
@@ -116,16 +133,20 @@ impl Turn {
         Ok(self.shortened(convo, tools, shaped, 0))
     }
 
-    /// `messages` with their long tool results cut.
+    /// `messages` with their long tool results cut (copied only if one
+    /// is).
     fn capped(
         &self,
-        mut messages: Vec<Message>,
+        mut messages: Arc<Vec<Message>>,
         convo: &Conversation,
         tools: &OfferedTools,
-    ) -> Vec<Message> {
+    ) -> Arc<Vec<Message>> {
         if let Some(budget) = self.budget(convo, tools) {
             let fraction = self.spec.config().context.tool_result_fraction;
-            cap_tool_results(&mut messages, budget.tool_result_bytes(fraction));
+            let max = budget.tool_result_bytes(fraction);
+            if messages.iter().any(|m| too_long(m, max)) {
+                cap_tool_results(Arc::make_mut(&mut messages).as_mut_slice(), max);
+            }
         }
         messages
     }
@@ -143,7 +164,7 @@ impl Turn {
         &self,
         convo: &Conversation,
         tools: &OfferedTools,
-        mut messages: Vec<Message>,
+        mut messages: Arc<Vec<Message>>,
         extra: u64,
     ) -> Fitted {
         let tokens = convo.counted.count(&messages, tools.tokens);
@@ -154,7 +175,12 @@ impl Turn {
         let shortened = need > 0;
         let tokens = if shortened {
             let recent = Conversation::latest_round(&messages);
-            middle_out(&mut messages, &convo.messages, recent, need);
+            middle_out(
+                Arc::make_mut(&mut messages).as_mut_slice(),
+                &convo.messages,
+                recent,
+                need,
+            );
             estimate_all(&messages) + tools.tokens
         } else {
             tokens
@@ -274,7 +300,7 @@ impl Turn {
         self.usage += summary.usage;
         (self.control.usage).add_own(summary.usage.input_tokens + summary.usage.output_tokens);
         let mut after = convo.messages.clone();
-        after.splice(range.clone(), [summary_message(&summary.text)]);
+        Arc::make_mut(&mut after).splice(range.clone(), [summary_message(&summary.text)]);
         let tokens_after = estimate_all(&self.capped(after.clone(), convo, tools)) + tools.tokens;
         ended.tokens_after = tokens_after;
         if let Some(view) = &convo.view

@@ -105,7 +105,7 @@ fn failure(problem: &str) -> String {
 
 /// `request` with no tools declared, and its tool rounds as text.
 fn without_tools(request: &ChatRequest) -> ChatRequest {
-    let messages = request
+    let messages: Vec<Message> = request
         .messages
         .iter()
         .map(|message| match message {
@@ -138,7 +138,7 @@ fn without_tools(request: &ChatRequest) -> ChatRequest {
         })
         .collect();
     ChatRequest {
-        messages,
+        messages: messages.into(),
         tools: Default::default(),
         tool_choice: Default::default(),
         ..request.clone()
@@ -212,7 +212,8 @@ mod tests {
                     content: "error (timeout): too slow".into(),
                     is_error: true,
                 },
-            ],
+            ]
+            .into(),
             tools: std::sync::Arc::new(vec![ToolDef {
                 name: "add".into(),
                 description: "adds".into(),
@@ -234,7 +235,7 @@ mod tests {
             tool_calls: vec![],
         };
         assert_eq!(
-            retry.messages,
+            retry.messages[..],
             [
                 Message::system("Be brief."),
                 Message::user("1 + 2?"),
