@@ -57,8 +57,15 @@
 //! a session's row only when the session is made. Its schema is
 //! versioned with `PRAGMA user_version`: `MIGRATIONS` is applied in order,
 //! the pending ones in one transaction. Statements are prepared once and
-//! stay prepared (the query planner's stability guarantee is on). SQLite
-//! work is blocking, so every async method runs it on the blocking pool.
+//! stay prepared (the query planner's stability guarantee is on).
+//!
+//! SQLite work is blocking. Reads run on the blocking pool. The writes of
+//! events and turns (a commit, tens to hundreds of microseconds: no
+//! checkpoint, no fsync) run on the calling task's thread, where the turn's
+//! data already is: handing them to another thread and back was a fifth
+//! of a turn's CPU when the model takes its time. If another connection
+//! holds the write lock (someone's `sqlite3` on the file), the write does
+//! not wait there: it waits on the blocking pool (`store/write.rs`).
 
 mod approvals;
 mod checkpoint;
@@ -99,6 +106,9 @@ use crate::protocol::{Event, Policy, TurnStatus};
 /// How many prepared statements the store's connection keeps (the store
 /// has about thirty).
 const STATEMENTS: usize = 64;
+
+/// How long a statement waits for another connection's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The schema, one step per entry; entry `i` takes `user_version` from `i` to
 /// `i + 1`. Never edit a released step: append a new one.
@@ -385,7 +395,7 @@ impl Store {
     }
 
     fn setup(mut conn: Connection) -> Result<Store> {
-        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         // Room for every statement the store keeps prepared (rusqlite
         // keeps 16 by default, fewer than the store has): one read now
         // and then does not push a turn's statements out.
@@ -424,6 +434,15 @@ impl Store {
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let _turn = self.gate.acquire().await.expect("the gate is never closed");
+        self.on_blocking_pool(f).await
+    }
+
+    /// Runs `f` on the connection on the blocking pool; the caller holds
+    /// the gate.
+    async fn on_blocking_pool<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || f(&mut lock(&conn)))
             .await
@@ -627,10 +646,21 @@ impl Store {
     }
 
     /// Writes `events` and `commits` in one transaction, all or nothing
-    /// (see `store/write.rs`).
+    /// (see `store/write.rs`): here, on the caller's thread (see the
+    /// module's docs), or on the blocking pool if it has to wait for
+    /// another connection's write lock.
     async fn write(&self, events: Arc<[Arc<Event>]>, commits: Arc<[Arc<Commit>]>) -> Result<()> {
+        let _turn = self.gate.acquire().await.expect("the gate is never closed");
+        {
+            let conn = lock(&self.conn);
+            if let Some(tx) = write::begin_at_once(&conn, BUSY_TIMEOUT)? {
+                write::write_in(tx, &self.histories, &events, &commits)?;
+                self.wrote();
+                return Ok(());
+            }
+        }
         let (histories, store) = (self.histories.clone(), self.clone());
-        self.with_conn(move |conn| {
+        self.on_blocking_pool(move |conn| {
             write::write(conn, &histories, &events, &commits)?;
             store.wrote();
             Ok(())
@@ -1004,6 +1034,51 @@ pub(crate) mod tests {
         );
         assert_eq!(store.history("s").await.unwrap(), before);
         assert_eq!(store.turns("s").await.unwrap().len(), 3);
+    }
+
+    /// A commit is written on the caller's thread, but one that meets
+    /// another connection's write lock waits for it on the blocking pool:
+    /// the caller's thread (here the runtime's only one) runs other tasks
+    /// meanwhile, and the commit is written once the lock is let go.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_commit_that_meets_another_writers_lock_waits_off_the_runtime_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let store = Store::open(&path).unwrap();
+        let first = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        store
+            .commit_turn(&first, &[Message::user("hi")])
+            .await
+            .unwrap();
+
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let second = turn("s", "t2", TurnStatus::Completed, "2026-01-01T00:00:02.000Z");
+        let commit = tokio::spawn({
+            let store = store.clone();
+            async move { store.commit_turn(&second, &[Message::user("again")]).await }
+        });
+        let started = std::time::Instant::now();
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the runtime's thread was blocked for {:?}",
+            started.elapsed()
+        );
+        assert!(!commit.is_finished(), "written through another's lock");
+        other.execute_batch("COMMIT").unwrap();
+        tokio::time::timeout(Duration::from_secs(10), commit)
+            .await
+            .expect("the commit waited past the lock")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            store.history("s").await.unwrap(),
+            [Message::user("hi"), Message::user("again")]
+        );
+        assert_eq!(store.turns("s").await.unwrap().len(), 2);
     }
 
     #[tokio::test]

@@ -9,9 +9,14 @@
 //! `store/event_log.rs`). The usual write has no savepoint: one would make
 //! SQLite copy every page it changes into a statement journal, and the
 //! full-text index flush its terms at each.
+//!
+//! The store begins a write with [`begin_at_once`] on the caller's thread,
+//! and only if that finds another connection's write lock does it
+//! [`write`] on the blocking pool, waiting there for the lock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, params};
@@ -60,7 +65,30 @@ pub(super) fn write(
     events: &[Arc<Event>],
     commits: &[Arc<Commit>],
 ) -> Result<()> {
-    let tx = Immediate::begin(conn)?;
+    write_in(Immediate::begin(conn)?, histories, events, commits)
+}
+
+/// Begins a write transaction on `conn` if no other connection holds the
+/// database's write lock; None if one does (nothing was begun). `busy` is
+/// the connection's busy timeout, set again after the try.
+pub(super) fn begin_at_once(conn: &Connection, busy: Duration) -> Result<Option<Immediate<'_>>> {
+    conn.busy_timeout(Duration::ZERO)?;
+    let begun = Immediate::begin(conn);
+    conn.busy_timeout(busy)?;
+    match begun {
+        Ok(tx) => Ok(Some(tx)),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`write`] in the transaction `tx`, begun on the connection.
+pub(super) fn write_in(
+    tx: Immediate<'_>,
+    histories: &Histories,
+    events: &[Arc<Event>],
+    commits: &[Arc<Commit>],
+) -> Result<()> {
     let written = (|| {
         if !events.is_empty() {
             insert_events(tx.0, events)
@@ -105,7 +133,7 @@ pub(super) fn write(
 /// prepared: rusqlite's `Transaction` parses them again at each use, which
 /// was a twentieth of a turn's commit. Dropped uncommitted (an error, a
 /// panic), it rolls back.
-struct Immediate<'c>(&'c Connection);
+pub(super) struct Immediate<'c>(&'c Connection);
 
 impl<'c> Immediate<'c> {
     fn begin(conn: &'c Connection) -> rusqlite::Result<Immediate<'c>> {
