@@ -266,6 +266,29 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX turns_by_session ON turns (session, started_at, id, ended_at);
     CREATE INDEX turns_by_parent ON turns (parent_turn_id) WHERE parent_turn_id IS NOT NULL;
     ALTER TABLE sessions DROP COLUMN updated_at;",
+    // 14: a turn's status is checked against each status in turn. As
+    // `status IN (...)`, the check made SQLite build a temporary b-tree of
+    // the five statuses at every insert: a fiftieth of a text turn's CPU.
+    "CREATE TABLE turns_new (
+        id             TEXT PRIMARY KEY,
+        session        TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+        parent_turn_id TEXT,
+        input          TEXT NOT NULL,
+        status         TEXT NOT NULL CHECK (status = 'completed' OR status = 'aborted'
+                           OR status = 'error' OR status = 'budget_exceeded'
+                           OR status = 'timed_out'),
+        reason         TEXT NOT NULL,
+        iterations     INTEGER NOT NULL,
+        input_tokens   INTEGER NOT NULL,
+        output_tokens  INTEGER NOT NULL,
+        started_at     TEXT NOT NULL,
+        ended_at       TEXT NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO turns_new SELECT * FROM turns;
+    DROP TABLE turns;
+    ALTER TABLE turns_new RENAME TO turns;
+    CREATE INDEX turns_by_session ON turns (session, started_at, id, ended_at);
+    CREATE INDEX turns_by_parent ON turns (parent_turn_id) WHERE parent_turn_id IS NOT NULL;",
 ];
 
 /// What a session chose for itself, as the store keeps it: each field None
@@ -1256,6 +1279,62 @@ pub(crate) mod tests {
                 "turns: turns_by_parent",
                 "turns: turns_by_session",
             ]
+        );
+    }
+
+    /// A commit's statements build no temporary b-tree (as a check written
+    /// `status IN (...)` did at every turn), and the status is still
+    /// checked.
+    #[test]
+    fn a_commits_statements_build_no_temporary_table() {
+        let store = Store::open_in_memory().unwrap();
+        let conn = lock(&store.conn);
+        for sql in [
+            write::INSERT_EVENT,
+            write::INSERT_SESSION,
+            write::INSERT_TURN,
+            write::INSERT_MESSAGE,
+        ] {
+            let mut explain = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+            // Unbound parameters are null: the plan is all that is read.
+            let mut rows = explain.raw_query();
+            let mut opcodes: Vec<String> = Vec::new();
+            while let Some(row) = rows.next().unwrap() {
+                opcodes.push(row.get(1).unwrap());
+            }
+            assert!(
+                opcodes.iter().any(|op| op == "Insert" || op == "IdxInsert"),
+                "{sql}: {opcodes:?}"
+            );
+            assert!(
+                !opcodes.iter().any(|op| op == "OpenEphemeral"),
+                "{sql} builds a temporary table: {opcodes:?}"
+            );
+        }
+        // The check still refuses a status no turn has.
+        conn.execute(write::INSERT_SESSION, params!["s", "2026-01-01"])
+            .unwrap();
+        let refused = conn
+            .execute(
+                write::INSERT_TURN,
+                params![
+                    "t1",
+                    "s",
+                    None::<String>,
+                    "hi",
+                    "finished",
+                    "r",
+                    1,
+                    0,
+                    0,
+                    "a",
+                    "b"
+                ],
+            )
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("CHECK constraint failed"),
+            "{refused}"
         );
     }
 

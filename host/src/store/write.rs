@@ -161,12 +161,22 @@ impl Drop for Immediate<'_> {
     }
 }
 
+/// The statements a write runs for each event, turn and message.
+pub(super) const INSERT_EVENT: &str =
+    "INSERT OR IGNORE INTO events (seq, session, turn_id, type, json)
+     VALUES (?1, ?2, ?3, ?4, ?5)";
+pub(super) const INSERT_SESSION: &str =
+    "INSERT INTO sessions (key, created_at) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING";
+pub(super) const INSERT_TURN: &str =
+    "INSERT INTO turns (id, session, parent_turn_id, input, status, reason, iterations,
+                        input_tokens, output_tokens, started_at, ended_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+pub(super) const INSERT_MESSAGE: &str =
+    "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)";
+
 /// Inserts `events`; a seq already stored is skipped, and said so.
 fn insert_events(conn: &Connection, events: &[Arc<Event>]) -> Result<()> {
-    let mut insert = conn.prepare_cached(
-        "INSERT OR IGNORE INTO events (seq, session, turn_id, type, json)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
+    let mut insert = conn.prepare_cached(INSERT_EVENT)?;
     let mut taken = Vec::new();
     for event in events {
         let json = serde_json::to_string(&**event)
@@ -206,16 +216,9 @@ pub(super) fn stored_next_idx(conn: &Connection, session: &str) -> Result<i64> {
 /// Inserts the turn's row (creating its session's if needed: a session's
 /// row is not written again) and its messages, numbered from `from`.
 fn insert_turn(conn: &Connection, turn: &TurnRecord, jsons: &[String], from: i64) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO sessions (key, created_at) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
-    )?
-    .execute(params![turn.session, turn.started_at])?;
-    conn.prepare_cached(
-        "INSERT INTO turns (id, session, parent_turn_id, input, status, reason, iterations,
-                            input_tokens, output_tokens, started_at, ended_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
+    conn.prepare_cached(INSERT_SESSION)?
+        .execute(params![turn.session, turn.started_at])?;
+    conn.prepare_cached(INSERT_TURN)?.execute(params![
         turn.id,
         turn.session,
         turn.parent_turn_id,
@@ -231,9 +234,7 @@ fn insert_turn(conn: &Connection, turn: &TurnRecord, jsons: &[String], from: i64
     if jsons.is_empty() {
         return Ok(());
     }
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
-    )?;
+    let mut insert = conn.prepare_cached(INSERT_MESSAGE)?;
     for (idx, json) in (from..).zip(jsons) {
         insert.execute(params![turn.session, idx, turn.id, json])?;
     }

@@ -121,11 +121,12 @@ impl Shared {
 
 impl Epochs {
     /// Holds the ticker running for one call (from before instantiation to
-    /// the call's end).
+    /// the call's end). Wakes the ticker's thread only if it sleeps: one
+    /// still ticking (the last call ended less than a tick ago) goes on.
     pub fn running(&self) -> Running {
         let mut state = self.shared.lock();
         state.running += 1;
-        if state.running == 1 {
+        if state.asleep {
             self.shared.wake.notify_one();
         }
         Running {
