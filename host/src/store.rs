@@ -89,7 +89,7 @@ use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, Type, ValueRef};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 pub use approvals::KeptApproval;
 pub use compactions::{CompactionRecord, HistoryView, SUMMARY_HEADING, summary_message};
@@ -351,9 +351,10 @@ pub struct SessionInfo {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
-    /// One piece of work on the blocking pool at a time: the others wait on
-    /// the async side instead of each holding a pool thread that waits for
-    /// the connection (hundreds of threads under many sessions).
+    /// One piece of work on the connection at a time: the others wait on
+    /// the async side instead of each holding a pool thread (or, for a
+    /// write, a runtime thread) that waits for the connection (hundreds of
+    /// threads under many sessions).
     gate: Arc<tokio::sync::Semaphore>,
     /// The histories of the sessions held in memory.
     histories: Arc<Histories>,
@@ -456,20 +457,33 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let _turn = self.gate.acquire().await.expect("the gate is never closed");
-        self.on_blocking_pool(f).await
+        let turn = self.take_turn().await;
+        self.on_blocking_pool(turn, f).await
     }
 
-    /// Runs `f` on the connection on the blocking pool; the caller holds
-    /// the gate.
+    /// The connection's turn: held until the work it was taken for is done.
+    async fn take_turn(&self) -> OwnedSemaphorePermit {
+        (self.gate.clone().acquire_owned())
+            .await
+            .expect("the gate is never closed")
+    }
+
+    /// Runs `f` on the connection on the blocking pool, in `turn`. The work
+    /// keeps the turn until it ends, even if the caller stops waiting for
+    /// it: the next piece of work (a write on a runtime thread) never finds
+    /// the connection taken.
     async fn on_blocking_pool<T: Send + 'static>(
         &self,
+        turn: OwnedSemaphorePermit,
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || f(&mut lock(&conn)))
-            .await
-            .context("the session store's worker failed")?
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            f(&mut lock(&conn))
+        })
+        .await
+        .context("the session store's worker failed")?
     }
 
     /// A session's history as the next turn reads it, in order: the latest
@@ -673,7 +687,7 @@ impl Store {
     /// module's docs), or on the blocking pool if it has to wait for
     /// another connection's write lock.
     async fn write(&self, events: Arc<[Arc<Event>]>, commits: Arc<[Arc<Commit>]>) -> Result<()> {
-        let _turn = self.gate.acquire().await.expect("the gate is never closed");
+        let turn = self.take_turn().await;
         {
             let conn = lock(&self.conn);
             if let Some(tx) = write::begin_at_once(&conn, BUSY_TIMEOUT)? {
@@ -683,7 +697,7 @@ impl Store {
             }
         }
         let (histories, store) = (self.histories.clone(), self.clone());
-        self.on_blocking_pool(move |conn| {
+        self.on_blocking_pool(turn, move |conn| {
             write::write(conn, &histories, &events, &commits)?;
             store.wrote();
             Ok(())
@@ -1102,6 +1116,45 @@ pub(crate) mod tests {
             [Message::user("hi"), Message::user("again")]
         );
         assert_eq!(store.turns("s").await.unwrap().len(), 2);
+    }
+
+    /// Work on the connection whose caller stopped waiting for it keeps
+    /// the connection's turn until it ends: a write after it waits for it
+    /// on the async side, and the runtime's thread stays free.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_write_after_work_whose_caller_went_away_waits_off_the_runtime_thread() {
+        let store = Store::open_in_memory().unwrap();
+        let slow = store.with_conn(|_| {
+            std::thread::sleep(Duration::from_millis(1500));
+            Ok(())
+        });
+        // The caller goes away while the work runs on the blocking pool.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), slow)
+                .await
+                .is_err()
+        );
+        let record = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        let commit = tokio::spawn({
+            let store = store.clone();
+            async move { store.commit_turn(&record, &[Message::user("hi")]).await }
+        });
+        let started = std::time::Instant::now();
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "the runtime's thread was blocked for {:?}",
+            started.elapsed()
+        );
+        assert!(!commit.is_finished(), "written during the other work");
+        tokio::time::timeout(Duration::from_secs(10), commit)
+            .await
+            .expect("the write waited past the other work")
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.history("s").await.unwrap(), [Message::user("hi")]);
     }
 
     #[tokio::test]
