@@ -332,14 +332,14 @@ impl Turn {
                     subturn_id: result.subturn_id,
                     via: crate::protocol::Delivery::Injected,
                 }));
-                convo.extend([Message::user(result.content)]);
+                convo.push(Message::user(result.content));
             }
             for content in steering {
                 self.publish(EventBody::SteeringInjected(SteeringInjected {
                     iteration: self.iterations,
                     content: content.clone(),
                 }));
-                convo.extend([Message::user(content)]);
+                convo.push(Message::user(content));
             }
             let interrupted = self.control.winding_down();
             let last = at_limit || interrupted;
@@ -394,10 +394,10 @@ impl Turn {
             // before they grow, so that they are not copied.
             drop(request);
             let tool_calls = reply.tool_calls;
-            convo.extend([Message::Assistant {
+            convo.push(Message::Assistant {
                 content: reply.text.clone(),
                 tool_calls: tool_calls.iter().map(ToolCall::for_history).collect(),
-            }]);
+            });
             if tool_calls.is_empty() {
                 // Steering that arrived during the reply is answered in this
                 // turn, unless the turn is at its limit (it then runs as a

@@ -70,6 +70,11 @@ impl Conversation {
         }
     }
 
+    /// Adds `message` at the end.
+    pub fn push(&mut self, message: Message) {
+        Arc::make_mut(&mut self.messages).push(message);
+    }
+
     /// Adds `messages` at the end.
     pub fn extend(&mut self, messages: impl IntoIterator<Item = Message>) {
         Arc::make_mut(&mut self.messages).extend(messages);
