@@ -1073,6 +1073,33 @@ pub(crate) mod tests {
         assert_eq!(store.turns("s").await.unwrap().len(), 3);
     }
 
+    /// Spawns the commit of `record` with `messages`, which has something
+    /// to wait for: checks that the runtime's one thread runs other tasks
+    /// meanwhile (five 20 ms timers fire within `limit`) and that the
+    /// commit still waits. The commit's task.
+    async fn spawn_waiting_commit(
+        store: &Store,
+        record: TurnRecord,
+        messages: Vec<Message>,
+        limit: Duration,
+    ) -> tokio::task::JoinHandle<Result<()>> {
+        let commit = tokio::spawn({
+            let store = store.clone();
+            async move { store.commit_turn(&record, &messages).await }
+        });
+        let started = std::time::Instant::now();
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "the runtime's thread was blocked for {:?}",
+            started.elapsed()
+        );
+        assert!(!commit.is_finished(), "written without waiting");
+        commit
+    }
+
     /// A commit is written on the caller's thread, but one that meets
     /// another connection's write lock waits for it on the blocking pool:
     /// the caller's thread (here the runtime's only one) runs other tasks
@@ -1091,20 +1118,8 @@ pub(crate) mod tests {
         let other = Connection::open(&path).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
         let second = turn("s", "t2", TurnStatus::Completed, "2026-01-01T00:00:02.000Z");
-        let commit = tokio::spawn({
-            let store = store.clone();
-            async move { store.commit_turn(&second, &[Message::user("again")]).await }
-        });
-        let started = std::time::Instant::now();
-        for _ in 0..5 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "the runtime's thread was blocked for {:?}",
-            started.elapsed()
-        );
-        assert!(!commit.is_finished(), "written through another's lock");
+        let messages = vec![Message::user("again")];
+        let commit = spawn_waiting_commit(&store, second, messages, Duration::from_secs(2)).await;
         other.execute_batch("COMMIT").unwrap();
         tokio::time::timeout(Duration::from_secs(10), commit)
             .await
@@ -1135,20 +1150,8 @@ pub(crate) mod tests {
                 .is_err()
         );
         let record = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
-        let commit = tokio::spawn({
-            let store = store.clone();
-            async move { store.commit_turn(&record, &[Message::user("hi")]).await }
-        });
-        let started = std::time::Instant::now();
-        for _ in 0..5 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "the runtime's thread was blocked for {:?}",
-            started.elapsed()
-        );
-        assert!(!commit.is_finished(), "written during the other work");
+        let messages = vec![Message::user("hi")];
+        let commit = spawn_waiting_commit(&store, record, messages, Duration::from_secs(1)).await;
         tokio::time::timeout(Duration::from_secs(10), commit)
             .await
             .expect("the write waited past the other work")
