@@ -22,11 +22,12 @@ fn main() -> std::process::ExitCode {
 }
 
 /// The runtime that serves the network and runs the turns (and writes
-/// them: see the store's docs). Guest code runs on the plugin pool's
-/// threads and SQLite's reads on the blocking pool, so it has half as many
-/// worker threads as the machine has cores (at least one): each thread
-/// fewer is fewer hand-offs between threads per turn, which is most of a
-/// turn's CPU. `TOKIO_WORKER_THREADS` sets another number.
+/// them to the store, as a rule: see the store's docs). Guest code runs on
+/// the plugin pool's threads and the rest of SQLite's work on the blocking
+/// pool, so it has half as many worker threads as the machine has cores
+/// (at least one): each thread fewer is fewer hand-offs between threads
+/// per turn, which is most of a turn's CPU. `TOKIO_WORKER_THREADS` sets
+/// another number.
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {

@@ -416,8 +416,8 @@ impl Scheduler {
         let turn_id = new_turn_id();
         // The check and the write run on a task of their own that holds the
         // session busy: a caller that goes away meanwhile (the write goes on
-        // on the blocking pool) does not let the session go idle before the
-        // history is stored.
+        // in that task) does not let the session go idle before the history
+        // is stored.
         let import = tokio::spawn(store_import(
             reserved,
             turn_id,

@@ -52,20 +52,30 @@
 //! The database runs in WAL mode with `synchronous=NORMAL`, temporary
 //! storage in memory, a 5 s busy timeout and foreign keys on; the
 //! write-ahead log is checkpointed by a thread of its own (when: see
-//! `store/checkpoint.rs`), so no commit waits for the disk. A commit writes
+//! `store/checkpoint.rs`), so a commit does not wait for the disk, as a
+//! rule (the exceptions are below). A commit writes
 //! a page of each b-tree it touches (the tests list the indexes there are);
 //! a session's row only when the session is made. Its schema is
 //! versioned with `PRAGMA user_version`: `MIGRATIONS` is applied in order,
 //! the pending ones in one transaction. Statements are prepared once and
 //! stay prepared (the query planner's stability guarantee is on).
 //!
-//! SQLite work is blocking. Reads run on the blocking pool. The writes of
-//! events and turns (a commit, tens to hundreds of microseconds: no
-//! checkpoint, no fsync) run on the calling task's thread, where the turn's
-//! data already is: handing them to another thread and back was a fifth
-//! of a turn's CPU when the model takes its time. If another connection
-//! holds the write lock (someone's `sqlite3` on the file), the write does
-//! not wait there: it waits on the blocking pool (`store/write.rs`).
+//! SQLite work is blocking, and runs on the blocking pool, except the
+//! writes of events and turns ([`Store::commit_turn`] and the event log's).
+//! Those run on the calling task's thread, where the turn's data already
+//! is: handing them to another thread and back was a fifth of a turn's CPU
+//! when the model takes its time. Such a commit takes tens to hundreds of
+//! microseconds and does not sync the disk. A write that would wait goes to
+//! the blocking pool instead:
+//!
+//! - one that finds another connection holding the write lock (someone's
+//!   `sqlite3` on the file) waits for it there (`store/write.rs`);
+//! - the process's first write (it opens the log, and may create it and
+//!   sync its folder), and the first after a checkpoint copied the whole
+//!   log back (it starts the log again, syncing its new header; the
+//!   checkpoint thread says when, `store/checkpoint.rs`);
+//! - every write of a file that is not in WAL mode (a file system that
+//!   refuses it), where each commit syncs.
 
 mod approvals;
 mod checkpoint;
@@ -80,7 +90,7 @@ mod write;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -351,6 +361,15 @@ pub struct SessionInfo {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    /// Writes may run on the caller's thread: the file is in WAL mode (or
+    /// in memory), so a commit syncs nothing, as a rule.
+    inline: bool,
+    /// The next write may sync the disk: it is the process's first (which
+    /// opens the log, and may create it), or the first after a checkpoint
+    /// copied the whole log back (it starts the log again and syncs its
+    /// header). Such a write runs on the blocking pool. Set by the
+    /// checkpoint thread.
+    may_sync: Arc<AtomicBool>,
     /// One piece of work on the connection at a time: the others wait on
     /// the async side instead of each holding a pool thread (or, for a
     /// write, a runtime thread) that waits for the connection (hundreds of
@@ -393,7 +412,7 @@ impl Store {
         owner_only::prepare(path)?;
         let store = Store::setup(Connection::open(path)?)?;
         // Checkpoints happen on a thread of their own, not in a commit.
-        let mut checkpoints = checkpoint::spawn(path)?;
+        let mut checkpoints = checkpoint::spawn(path, store.may_sync.clone())?;
         {
             let mut conn = lock(&store.conn);
             conn.pragma_update(None, "wal_autocheckpoint", 0)?;
@@ -431,9 +450,12 @@ impl Store {
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
             true,
         )?;
-        // An in-memory database answers "memory"; that is fine.
-        let _mode: String =
+        // An in-memory database answers "memory"; a file system that
+        // refuses WAL mode leaves the file in another, where each commit
+        // syncs the disk.
+        let mode: String =
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+        let inline = mode.eq_ignore_ascii_case("wal") || mode.eq_ignore_ascii_case("memory");
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         // Statement journals and sorts in memory, never in a temporary
         // file opened and deleted for the purpose.
@@ -449,6 +471,9 @@ impl Store {
             histories: Arc::default(),
             log: Arc::default(),
             writes: Arc::default(),
+            inline,
+            // The process's first write opens the log, and may create it.
+            may_sync: Arc::new(AtomicBool::new(true)),
         })
     }
 
@@ -457,29 +482,32 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let turn = self.take_turn().await;
-        self.on_blocking_pool(turn, f).await
+        let permit = self.gate_permit().await;
+        self.on_blocking_pool(permit, f).await
     }
 
-    /// The connection's turn: held until the work it was taken for is done.
-    async fn take_turn(&self) -> OwnedSemaphorePermit {
+    /// The gate's permit: the connection is this work's until it is
+    /// dropped.
+    async fn gate_permit(&self) -> OwnedSemaphorePermit {
         (self.gate.clone().acquire_owned())
             .await
             .expect("the gate is never closed")
     }
 
-    /// Runs `f` on the connection on the blocking pool, in `turn`. The work
-    /// keeps the turn until it ends, even if the caller stops waiting for
-    /// it: the next piece of work (a write on a runtime thread) never finds
-    /// the connection taken.
+    /// Runs `f` on the connection on the blocking pool, holding `permit`.
+    /// The work keeps the permit until it ends, even if the caller stops
+    /// waiting for it: the next piece of work through the gate (a write on
+    /// a runtime thread) never finds the connection taken. (Start-up's
+    /// reads, `Store::settings` and `Store::last_seq`, lock the connection
+    /// without the gate, before anything else uses it.)
     async fn on_blocking_pool<T: Send + 'static>(
         &self,
-        turn: OwnedSemaphorePermit,
+        permit: OwnedSemaphorePermit,
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
-            let _turn = turn;
+            let _permit = permit;
             f(&mut lock(&conn))
         })
         .await
@@ -687,8 +715,9 @@ impl Store {
     /// module's docs), or on the blocking pool if it has to wait for
     /// another connection's write lock.
     async fn write(&self, events: Arc<[Arc<Event>]>, commits: Arc<[Arc<Commit>]>) -> Result<()> {
-        let turn = self.take_turn().await;
-        {
+        // Held until the write is done, here or on the pool.
+        let permit = self.gate_permit().await;
+        if self.inline && !self.may_sync.load(Ordering::Acquire) {
             let conn = lock(&self.conn);
             if let Some(tx) = write::begin_at_once(&conn, BUSY_TIMEOUT)? {
                 write::write_in(tx, &self.histories, &events, &commits)?;
@@ -697,7 +726,9 @@ impl Store {
             }
         }
         let (histories, store) = (self.histories.clone(), self.clone());
-        self.on_blocking_pool(turn, move |conn| {
+        self.on_blocking_pool(permit, move |conn| {
+            // This write is the one that starts the log again, if one is due.
+            store.may_sync.store(false, Ordering::Release);
             write::write(conn, &histories, &events, &commits)?;
             store.wrote();
             Ok(())
@@ -857,6 +888,8 @@ impl Store {
 
 /// Holds the store's connection: every piece of work on it waits until the
 /// guard is dropped (tests that stop the store in the middle of a write).
+/// A write waits for it on its caller's thread: hold it on another thread
+/// than the runtime's.
 #[cfg(test)]
 pub(crate) fn hold(store: &Store) -> MutexGuard<'_, Connection> {
     lock(&store.conn)
@@ -1071,6 +1104,38 @@ pub(crate) mod tests {
         );
         assert_eq!(store.history("s").await.unwrap(), before);
         assert_eq!(store.turns("s").await.unwrap().len(), 3);
+    }
+
+    /// Writes run on the caller's thread, except those that may sync the
+    /// disk: the process's first, and the first after a checkpoint copied
+    /// the whole log back.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_write_that_may_sync_the_disk_runs_on_the_blocking_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("sessions.db")).unwrap();
+        // The thread of each commit, as the log's hook sees it.
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let seen = threads.clone();
+        lock(&store.conn)
+            .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, _| {
+                seen.lock().unwrap().push(std::thread::current().id());
+                Ok(())
+            }))
+            .unwrap();
+        let commit = |id: &str| {
+            let record = turn("s", id, TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+            let store = store.clone();
+            async move { store.commit_turn(&record, &[Message::user("hi")]).await }
+        };
+        commit("t1").await.unwrap();
+        commit("t2").await.unwrap();
+        // What the checkpoint thread does once it copied the log back.
+        store.may_sync.store(true, Ordering::Release);
+        commit("t3").await.unwrap();
+        commit("t4").await.unwrap();
+        let here = std::thread::current().id();
+        let inline: Vec<bool> = threads.lock().unwrap().iter().map(|t| *t == here).collect();
+        assert_eq!(inline, [false, true, false, true]);
     }
 
     /// Spawns the commit of `record` with `messages`, which has something

@@ -33,8 +33,17 @@
 //! costs it nothing, and a busy one a checkpoint per thousand pages or per
 //! [`SETTLE`], not one a second (with a model that takes its time, those
 //! had been a tenth of a turn's CPU).
+//!
+//! # The commit after
+//!
+//! A checkpoint that copies the whole log back says so (the `emptied` flag
+//! it is given): the next commit starts the log again from its beginning,
+//! and that commit syncs the log's new header. The store sends that commit
+//! to the blocking pool rather than let a runtime thread wait for the disk
+//! (see the store's docs).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -107,13 +116,14 @@ impl Drop for Checkpoints {
     }
 }
 
-/// Starts checkpointing the database at `path` (see the module's docs).
-pub fn spawn(path: &Path) -> Result<Checkpoints> {
-    spawn_settling(path, SETTLE)
+/// Starts checkpointing the database at `path` (see the module's docs);
+/// sets `emptied` after each checkpoint that copies the whole log back.
+pub fn spawn(path: &Path, emptied: Arc<AtomicBool>) -> Result<Checkpoints> {
+    spawn_settling(path, SETTLE, emptied)
 }
 
 /// [`spawn`], with `settle` for [`SETTLE`] (the tests' own).
-fn spawn_settling(path: &Path, settle: Duration) -> Result<Checkpoints> {
+fn spawn_settling(path: &Path, settle: Duration, emptied: Arc<AtomicBool>) -> Result<Checkpoints> {
     let conn = Connection::open(path)
         .with_context(|| format!("opening {} for checkpoints", path.display()))?;
     let shared = Arc::new(Shared {
@@ -123,7 +133,7 @@ fn spawn_settling(path: &Path, settle: Duration) -> Result<Checkpoints> {
     let thread = shared.clone();
     std::thread::Builder::new()
         .name("wasmclaw-checkpoint".into())
-        .spawn(move || run(&conn, &thread, settle))
+        .spawn(move || run(&conn, &thread, settle, &emptied))
         .context("starting the checkpoint thread")?;
     Ok(Checkpoints {
         shared,
@@ -131,10 +141,19 @@ fn spawn_settling(path: &Path, settle: Duration) -> Result<Checkpoints> {
     })
 }
 
-fn run(conn: &Connection, shared: &Shared, settle: Duration) {
+fn run(conn: &Connection, shared: &Shared, settle: Duration, emptied: &AtomicBool) {
     let checkpoint = || {
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!("session store checkpoint: {e}");
+        // The log's length and how much of it is now in the database, in
+        // frames (-1 and -1 when the database is not in WAL mode).
+        let copied = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+        });
+        match copied {
+            Ok((log, copied)) if log > 0 && copied == log => {
+                emptied.store(true, Ordering::Release);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("session store checkpoint: {e}"),
         }
     };
     let mut last: Option<Instant> = None;
@@ -178,6 +197,8 @@ fn run(conn: &Connection, shared: &Shared, settle: Duration) {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
     use rusqlite::Connection;
@@ -291,7 +312,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions.db");
         let conn = database(&path);
-        let mut checkpoints = spawn_settling(&path, settle).unwrap();
+        let mut checkpoints = spawn_settling(&path, settle, Arc::default()).unwrap();
         write(&conn, 5);
         checkpoints.written(1);
         assert!(grows(&path, 0, Duration::from_secs(5)), "the first commit");
@@ -304,6 +325,55 @@ mod tests {
             checkpoints,
             before,
         }
+    }
+
+    /// Whether `flag` is set within `limit`.
+    fn set_within(flag: &AtomicBool, limit: Duration) -> bool {
+        let end = std::time::Instant::now() + limit;
+        while !flag.load(Ordering::Acquire) {
+            if std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    /// A checkpoint says it emptied the log only when it copied all of it
+    /// back: not while a reader holds a snapshot older than its end.
+    #[test]
+    fn a_checkpoint_says_when_it_copied_the_whole_log_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let conn = database(&path);
+        let emptied = Arc::new(AtomicBool::new(false));
+        let mut checkpoints =
+            spawn_settling(&path, Duration::from_millis(100), emptied.clone()).unwrap();
+        // A reader's snapshot from before the pages written next.
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM t", [], |row| row.get(0))
+            .unwrap();
+        write(&conn, 5);
+        checkpoints.written(1);
+        assert!(
+            grows(&path, 0, Duration::from_secs(5)),
+            "the checkpoint copied nothing"
+        );
+        settled_size(&path);
+        assert!(
+            !emptied.load(Ordering::Acquire),
+            "the log was not all copied"
+        );
+        // The reader done, the next checkpoint copies the rest.
+        reader.execute_batch("COMMIT").unwrap();
+        write(&conn, 1);
+        checkpoints.written(1);
+        assert!(
+            set_within(&emptied, Duration::from_secs(5)),
+            "never said the log was copied back"
+        );
     }
 
     #[test]

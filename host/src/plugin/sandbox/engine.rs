@@ -68,9 +68,9 @@ pub fn compile_config() -> Config {
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] while a call is in
 /// flight, and sleeps, with no wake-up at all, while none is: an idle host
-/// spends nothing on it. The first call in flight ([`Epochs::running`])
-/// wakes its thread; the thread goes back to sleep at the first tick after
-/// the last call has ended. Dropping the ticker stops the thread at once,
+/// spends nothing on it. A call ([`Epochs::running`]) wakes its thread if
+/// it sleeps; the thread goes back to sleep at the first tick after the
+/// last call has ended. Dropping the ticker stops the thread at once,
 /// without waiting for a tick.
 pub struct EpochTicker {
     epochs: Epochs,
@@ -94,9 +94,9 @@ struct State {
     /// Calls in flight.
     running: usize,
     stop: bool,
-    /// Ticks so far, and whether the thread waits for a call (the tests
-    /// look).
+    /// Ticks so far (the tests look).
     ticks: u64,
+    /// The thread waits for a call: the next call wakes it.
     asleep: bool,
 }
 
