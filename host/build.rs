@@ -45,8 +45,22 @@ fn link_order(target: &str) {
     if optimised && target == "x86_64-unknown-linux-gnu" && !other_linker && wanted {
         println!(
             "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
-            file.display()
+            named_by_content(&file).display()
         );
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
+}
+
+/// A copy of `file` in the build's output folder, named by its content: a
+/// new list is a new link argument, so cargo links the binary again (the
+/// same argument would leave the binary linked with the old list).
+fn named_by_content(file: &std::path::Path) -> std::path::PathBuf {
+    use std::hash::{Hash, Hasher};
+    let text = std::fs::read(file).expect("reading link-order.txt");
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    let copy = std::path::Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join(format!("link-order-{:016x}.txt", hasher.finish()));
+    std::fs::write(&copy, text).expect("writing the link order's copy");
+    copy
 }
