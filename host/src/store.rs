@@ -711,9 +711,9 @@ impl Store {
     }
 
     /// Writes `events` and `commits` in one transaction, all or nothing
-    /// (see `store/write.rs`): here, on the caller's thread (see the
-    /// module's docs), or on the blocking pool if it has to wait for
-    /// another connection's write lock.
+    /// (see `store/write.rs`): here, on the caller's thread, or on the
+    /// blocking pool if it may wait for a lock or the disk (see the
+    /// module's docs).
     async fn write(&self, events: Arc<[Arc<Event>]>, commits: Arc<[Arc<Commit>]>) -> Result<()> {
         // Held until the write is done, here or on the pool.
         let permit = self.gate_permit().await;
@@ -1111,17 +1111,15 @@ pub(crate) mod tests {
     /// the whole log back.
     #[tokio::test(flavor = "current_thread")]
     async fn a_write_that_may_sync_the_disk_runs_on_the_blocking_pool() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("sessions.db")).unwrap();
-        // The thread of each commit, as the log's hook sees it.
+        // In memory: no checkpoint thread sets the flag meanwhile.
+        let store = Store::open_in_memory().unwrap();
+        // The thread of each commit, as SQLite's commit hook sees it.
         let threads = Arc::new(Mutex::new(Vec::new()));
         let seen = threads.clone();
-        lock(&store.conn)
-            .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, _| {
-                seen.lock().unwrap().push(std::thread::current().id());
-                Ok(())
-            }))
-            .unwrap();
+        lock(&store.conn).commit_hook(Some(move || {
+            seen.lock().unwrap().push(std::thread::current().id());
+            false
+        }));
         let commit = |id: &str| {
             let record = turn("s", id, TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
             let store = store.clone();
