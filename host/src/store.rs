@@ -1116,10 +1116,12 @@ pub(crate) mod tests {
         // The thread of each commit, as SQLite's commit hook sees it.
         let threads = Arc::new(Mutex::new(Vec::new()));
         let seen = threads.clone();
-        lock(&store.conn).commit_hook(Some(move || {
-            seen.lock().unwrap().push(std::thread::current().id());
-            false
-        }));
+        lock(&store.conn)
+            .commit_hook(Some(move || {
+                seen.lock().unwrap().push(std::thread::current().id());
+                false
+            }))
+            .unwrap();
         let commit = |id: &str| {
             let record = turn("s", id, TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
             let store = store.clone();
