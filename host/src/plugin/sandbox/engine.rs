@@ -94,8 +94,10 @@ struct State {
     /// Calls in flight.
     running: usize,
     stop: bool,
-    /// Ticks so far (the tests look).
+    /// Ticks so far, and the wake-ups calls gave the thread (the tests
+    /// look).
     ticks: u64,
+    wakes: u64,
     /// The thread waits for a call: the next call wakes it.
     asleep: bool,
 }
@@ -127,6 +129,7 @@ impl Epochs {
         let mut state = self.shared.lock();
         state.running += 1;
         if state.asleep {
+            state.wakes += 1;
             self.shared.wake.notify_one();
         }
         Running {
@@ -208,6 +211,15 @@ impl Drop for EpochTicker {
 mod tests {
     use super::*;
 
+    /// Waits until the ticker's thread is asleep (or awake), at most 5 s.
+    fn until_asleep(epochs: &Epochs, want: bool) {
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while epochs.shared.lock().asleep != want {
+            assert!(std::time::Instant::now() < end, "asleep never {want}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Waits until `epochs` has made `more` ticks past `from`, at most 5 s.
     fn until_ticks(epochs: &Epochs, from: u64, more: u64) -> bool {
         let end = std::time::Instant::now() + Duration::from_secs(5);
@@ -236,11 +248,7 @@ mod tests {
         assert!(until_ticks(&epochs, at, 2), "one call still runs");
         drop(second);
         // At most the tick under way when the last call ended, then none.
-        let end = std::time::Instant::now() + Duration::from_secs(5);
-        while !epochs.shared.lock().asleep {
-            assert!(std::time::Instant::now() < end, "the ticker never slept");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        until_asleep(&epochs, true);
         let stopped = epochs.ticks();
         std::thread::sleep(EPOCH_TICK * 5);
         assert_eq!(epochs.ticks(), stopped);
@@ -251,23 +259,40 @@ mod tests {
         drop(again);
     }
 
+    /// A call wakes the thread only if it sleeps: one made while the thread
+    /// still waits out the tick after the last call (back-to-back tool
+    /// calls) does not wake it again.
+    #[test]
+    fn a_call_wakes_the_ticker_only_if_it_sleeps() {
+        let engine = Engine::new(&compile_config()).unwrap();
+        let ticker = EpochTicker::with_tick(engine, Duration::from_millis(300));
+        let epochs = ticker.epochs().clone();
+        let wakes = || epochs.shared.lock().wakes;
+        until_asleep(&epochs, true);
+        let first = epochs.running();
+        assert_eq!(wakes(), 1);
+        until_asleep(&epochs, false);
+        drop(first);
+        // Still waiting out that tick: the next calls find it awake.
+        drop(epochs.running());
+        drop(epochs.running());
+        assert_eq!(wakes(), 1);
+        // Asleep again after the tick: the next call wakes it.
+        until_asleep(&epochs, true);
+        drop(epochs.running());
+        assert_eq!(wakes(), 2);
+    }
+
     #[test]
     fn dropping_the_ticker_does_not_wait_for_a_tick() {
         let engine = Engine::new(&compile_config()).unwrap();
         // A tick of a minute: a drop that waited for it would take that long.
         let tick = Duration::from_secs(60);
         let ticker = EpochTicker::with_tick(engine, tick);
-        let asleep = |want: bool| {
-            let end = std::time::Instant::now() + Duration::from_secs(5);
-            while ticker.epochs().shared.lock().asleep != want {
-                assert!(std::time::Instant::now() < end, "asleep never {want}");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        };
         // Asleep with no call; awake, waiting out its tick, with one.
-        asleep(true);
+        until_asleep(ticker.epochs(), true);
         let running = ticker.epochs().running();
-        asleep(false);
+        until_asleep(ticker.epochs(), false);
         let started = std::time::Instant::now();
         drop(ticker);
         assert!(started.elapsed() < tick / 2, "{:?}", started.elapsed());
