@@ -104,7 +104,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 pub use approvals::KeptApproval;
 pub use compactions::{CompactionRecord, HistoryView, SUMMARY_HEADING, summary_message};
 pub use event_log::EventLog;
-pub use history::HistoryHold;
+pub use history::{HistoryHold, Loan};
 pub use tree::{TurnNode, forest};
 
 use self::history::Histories;
@@ -527,13 +527,35 @@ impl Store {
         if let Some(view) = self.histories.get(session) {
             return Ok(view);
         }
+        Ok(self.read_history(session, false).await?.0)
+    }
+
+    /// [`Store::history_view`] for a turn, which takes the messages: lent
+    /// from memory if the session is held (no copy; the loan is given back
+    /// with the turn's messages after its commit, see `store/history.rs`),
+    /// else read from the table, and then lent if the session is held.
+    pub async fn lend_history(&self, session: &str) -> Result<(HistoryView, Option<Loan>)> {
+        if let Some((view, loan)) = self.histories.lend(session) {
+            return Ok((view, Some(loan)));
+        }
+        self.read_history(session, true).await
+    }
+
+    /// Reads the history of `session` from the table, and keeps it in
+    /// memory if the session is held: lent to the reader if `lend`.
+    async fn read_history(&self, session: &str, lend: bool) -> Result<(HistoryView, Option<Loan>)> {
         let key = session.to_string();
         let histories = self.histories.clone();
         self.with_conn(move |conn| {
             let (view, next_idx) = compactions::read(conn, &key)?;
             // Under the connection: no commit comes between the read and this.
-            histories.fill(&key, &view, next_idx);
-            Ok(view)
+            let loan = if lend {
+                histories.fill_lent(&key, &view, next_idx)
+            } else {
+                histories.fill(&key, &view, next_idx);
+                None
+            };
+            Ok((view, loan))
         })
         .await
         .with_context(|| format!("reading the history of session {session}"))
@@ -1525,6 +1547,130 @@ pub(crate) mod tests {
             store.history("s").await.unwrap(),
             reopened.history("s").await.unwrap()
         );
+    }
+
+    /// Where the text of `message` (a system or user message) lives.
+    fn text_at(message: &Message) -> *const u8 {
+        match message {
+            Message::System { content } | Message::User { content } => content.as_ptr(),
+            other => panic!("not a system or user message: {other:?}"),
+        }
+    }
+
+    /// Sets the message `idx` of session `s` behind the store's back (the
+    /// home's lock rules that out in use): a read that shows it read the
+    /// table.
+    fn set_behind_the_back(path: &Path, idx: i64, message: &Message) {
+        Connection::open(path)
+            .unwrap()
+            .execute(
+                "UPDATE messages SET json = ?1 WHERE session = 's' AND idx = ?2",
+                params![serde_json::to_string(message).unwrap(), idx],
+            )
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_turn_borrows_the_held_history_and_gives_it_back_after_its_commit_uncopied() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let store = Store::open(&path).unwrap();
+        let first = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        store.commit_turn(&first, &every_variant()).await.unwrap();
+        let _hold = store.hold_history("s");
+
+        // Read from the table and lent at once: the cache keeps no copy.
+        let (view, loan) = store.lend_history("s").await.unwrap();
+        let loan = loan.expect("a held session's history is lent");
+        assert_eq!(view.messages, every_variant());
+        let text = text_at(&view.messages[0]);
+
+        // While it is lent, other readers read the table, and no second
+        // loan is made.
+        set_behind_the_back(&path, 0, &Message::user("changed"));
+        assert_eq!(
+            store.history("s").await.unwrap()[0],
+            Message::user("changed")
+        );
+        let (read, none) = store.lend_history("s").await.unwrap();
+        assert!(none.is_none());
+        assert_eq!(read.messages[0], Message::user("changed"));
+        set_behind_the_back(&path, 0, &every_variant()[0]);
+
+        // The turn's commit, then its messages given back with the history.
+        let own = vec![Message::user("again"), Message::assistant("ok")];
+        let second = turn("s", "t2", TurnStatus::Completed, "2026-01-01T00:00:02.000Z");
+        store.commit_turn(&second, &own).await.unwrap();
+        let mut history = view.messages;
+        history.extend(own);
+        loan.give_back(history);
+
+        // Served from memory again (a change behind the back does not show),
+        // in step with the table, and the next loan hands over the same
+        // messages, not a copy.
+        set_behind_the_back(&path, 0, &Message::user("changed"));
+        let (view, loan) = store.lend_history("s").await.unwrap();
+        assert!(loan.is_some());
+        assert_eq!(text_at(&view.messages[0]), text);
+        set_behind_the_back(&path, 0, &every_variant()[0]);
+        assert_eq!(
+            serde_json::to_string(&view.messages).unwrap(),
+            stored_history(&path, "s")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_loan_is_void_once_the_history_changed_otherwise_than_by_its_commit() {
+        let store = Store::open_in_memory().unwrap();
+        let _hold = store.hold_history("s");
+        let commit = |id: &str, messages: Vec<Message>| {
+            let (store, record) = (
+                store.clone(),
+                turn("s", id, TurnStatus::Completed, "2026-01-01T00:00:01.000Z"),
+            );
+            async move { store.commit_turn(&record, &messages).await.unwrap() }
+        };
+        commit("t1", vec![Message::user("one"), Message::assistant("1")]).await;
+        let loaded = || store.histories.usage().1;
+
+        // A compaction while lent: the history given back is not kept.
+        let (view, loan) = store.lend_history("s").await.unwrap();
+        assert_eq!(loaded(), 1);
+        let record = CompactionRecord {
+            upto_idx: 0,
+            summary: "the user said one".into(),
+            tokens_before: 10,
+            tokens_after: 5,
+            created_at: "2026-01-01T00:00:02.000Z".into(),
+        };
+        store.compact("s", record).await.unwrap();
+        loan.unwrap().give_back(view.messages);
+        assert_eq!(loaded(), 0);
+        let compacted = store.history("s").await.unwrap();
+        assert_eq!(compacted[1..], [Message::assistant("1")]);
+
+        // A loan dropped (its turn failed) is not kept either.
+        let (_, loan) = store.lend_history("s").await.unwrap();
+        assert_eq!(loaded(), 1);
+        drop(loan);
+        assert_eq!(loaded(), 0);
+
+        // Nor messages that are not the history with the commit: here,
+        // without it.
+        let (view, loan) = store.lend_history("s").await.unwrap();
+        commit("t2", vec![Message::user("two")]).await;
+        loan.unwrap().give_back(view.messages);
+        assert_eq!(loaded(), 0);
+
+        // The history with the commit is kept, and served from memory.
+        let (mut view, loan) = store.lend_history("s").await.unwrap();
+        let own = vec![Message::user("three"), Message::assistant("3")];
+        commit("t3", own.clone()).await;
+        view.messages.extend(own);
+        loan.unwrap().give_back(view.messages.clone());
+        assert_eq!(loaded(), 1);
+        assert_eq!(store.histories.get("s").unwrap(), view);
+        assert_eq!(store.read_history("s", false).await.unwrap().0, view);
     }
 
     #[tokio::test]

@@ -52,7 +52,7 @@ use crate::protocol::{
 };
 use crate::store::TurnRecord;
 
-use self::compact::Conversation;
+use self::compact::{Borrowed, Conversation};
 use self::model_call::Asked;
 use super::context::OfferedTools;
 use super::control::TurnControl;
@@ -77,6 +77,8 @@ struct Answer {
     reason: &'static str,
     /// The user message and everything after it: what the history gains.
     messages: Vec<Message>,
+    /// The history the store lent the turn, given back after the commit.
+    history: Option<Borrowed>,
 }
 
 /// What a turn runs with: its agent (a snapshot of the configuration
@@ -301,22 +303,18 @@ impl Turn {
         // While `serve` loads the plugin directory, a turn waits for its
         // tools and hooks.
         self.agent.plugins.until_scanned().await;
-        let view = if self.is_child() {
-            None
+        let (view, loan) = if self.is_child() {
+            (None, None)
         } else {
-            Some(
-                self.agent
-                    .store
-                    .history_view(&self.session)
-                    .await
-                    .map_err(|e| {
-                        let reason = format!("could not read the session's history: {e:#}");
-                        Failure::error(TurnErrorKind::Internal, reason)
-                    })?,
-            )
+            let (view, loan) =
+                (self.agent.store.lend_history(&self.session).await).map_err(|e| {
+                    let reason = format!("could not read the session's history: {e:#}");
+                    Failure::error(TurnErrorKind::Internal, reason)
+                })?;
+            (Some(view), loan)
         };
         let prompt = self.spec.config().system_prompt.clone();
-        let mut convo = Conversation::new(prompt.as_deref(), view, input);
+        let mut convo = Conversation::new(prompt.as_deref(), view, loan, input);
 
         let max = self.spec.config().max_iterations.max(1);
         loop {
@@ -412,10 +410,12 @@ impl Turn {
                 } else {
                     "final_answer"
                 };
+                let (messages, history) = convo.into_own();
                 return Ok(Answer {
                     text: reply.text,
                     reason,
-                    messages: convo.into_own(),
+                    messages,
+                    history,
                 });
             }
             let results = super::tools::run_all(self, &tool_calls, &reply.finish_reason).await;
@@ -464,7 +464,7 @@ impl Turn {
     /// A graceful interrupt dropped the model call: the turn ends with the
     /// text it streamed.
     fn dropped(&self, partial: String, convo: Conversation) -> Answer {
-        let mut messages = convo.into_own();
+        let (mut messages, history) = convo.into_own();
         if !partial.is_empty() {
             messages.push(Message::Assistant {
                 content: partial.clone(),
@@ -476,6 +476,7 @@ impl Turn {
             text: partial,
             reason: "interrupted",
             messages,
+            history,
         }
     }
 
@@ -499,28 +500,35 @@ impl Turn {
             subturn::orphan(&self.agent.bus, &self.control, result);
         }
         let error_kind = result.as_ref().err().and_then(Failure::kind);
-        let (status, reason, answer, mut messages) = match result {
+        // A turn that failed lost the loan of its history with its
+        // conversation: the store reads the history again next time.
+        let (status, reason, answer, mut messages, history) = match result {
             Ok(answer) => (
                 TurnStatus::Completed,
                 answer.reason.to_string(),
                 Some(answer.text),
                 answer.messages,
+                answer.history,
             ),
-            Err(Failure::Error { reason, .. }) => (TurnStatus::Error, reason, None, Vec::new()),
+            Err(Failure::Error { reason, .. }) => {
+                (TurnStatus::Error, reason, None, Vec::new(), None)
+            }
             Err(Failure::Aborted) => (
                 TurnStatus::Aborted,
                 "interrupted".to_string(),
                 None,
                 Vec::new(),
+                None,
             ),
             Err(Failure::BudgetExceeded(reason)) => {
-                (TurnStatus::BudgetExceeded, reason, None, Vec::new())
+                (TurnStatus::BudgetExceeded, reason, None, Vec::new(), None)
             }
             Err(Failure::TimedOut) => (
                 TurnStatus::TimedOut,
                 "ran past its timeout".to_string(),
                 None,
                 Vec::new(),
+                None,
             ),
         };
         if self.is_child() {
@@ -548,12 +556,19 @@ impl Turn {
             started_at: self.started_at.clone(),
             ended_at: now(),
         };
-        if let Err(e) = self.agent.store.commit_turn(&record, &messages).await {
-            tracing::error!(turn = %self.id, "could not save the turn: {e:#}");
-            outcome.status = TurnStatus::Error;
-            outcome.reason = format!("could not save the turn's history: {e:#}");
-            outcome.error_kind = Some(TurnErrorKind::Internal);
-            outcome.answer = None;
+        match self.agent.store.commit_turn(&record, &messages).await {
+            Ok(()) => {
+                if let Some(history) = history {
+                    history.give_back(messages);
+                }
+            }
+            Err(e) => {
+                tracing::error!(turn = %self.id, "could not save the turn: {e:#}");
+                outcome.status = TurnStatus::Error;
+                outcome.reason = format!("could not save the turn's history: {e:#}");
+                outcome.error_kind = Some(TurnErrorKind::Internal);
+                outcome.answer = None;
+            }
         }
         outcome
     }

@@ -17,6 +17,14 @@
 //! session released, or the byte budget exceeded) only means the next read
 //! goes to SQLite again.
 //!
+//! A turn does not copy the history it reads: the cache *lends* it the
+//! messages ([`Histories::lend`]) and keeps only where the history stands,
+//! and the turn gives them back, with what it added, once its commit is
+//! written ([`Histories::give_back`]). While a history is lent, other
+//! readers read the table. Whatever else changes the history meanwhile (a
+//! compaction, a write that failed, the session let go) voids the loan,
+//! and the messages given back are dropped: the next read is the table's.
+//!
 //! The cache holds at most [`BUDGET`] bytes of messages (about: their
 //! texts, plus a fixed amount each); past it the least recently used
 //! histories are dropped.
@@ -46,6 +54,8 @@ struct Inner {
     bytes: usize,
     /// Counts uses, so the least recently used entry can be found.
     clock: u64,
+    /// Numbers the loans.
+    loans: u64,
     budget: Option<usize>,
 }
 
@@ -59,11 +69,58 @@ struct Entry {
 
 struct Loaded {
     /// The history as a turn reads it (a compacted one starts with its
-    /// summary).
+    /// summary); without its messages while they are lent.
     view: HistoryView,
     /// The `idx` the next message gets.
     next_idx: i64,
     bytes: usize,
+    /// The loan the messages are out on.
+    lent: Option<u64>,
+}
+
+impl Loaded {
+    /// How many messages the history has (lent or not).
+    fn len(&self) -> usize {
+        usize::from(self.view.summarized) + (self.next_idx - self.view.first_idx) as usize
+    }
+}
+
+/// A session's history lent to a turn ([`Histories::lend`]): dropped
+/// without being given back, the loan is void and the cache forgets the
+/// history (the next read is the table's).
+pub struct Loan {
+    histories: Arc<Histories>,
+    session: String,
+    id: u64,
+}
+
+impl std::fmt::Debug for Loan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loan")
+            .field("session", &self.session)
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Loan {
+    /// `messages` are the history of the loan's session again, now with
+    /// the turn's commit: kept if the loan still stands and they are as
+    /// many as the cache counts (nothing but that commit changed the
+    /// history), else dropped, and the cache forgets the history.
+    pub fn give_back(mut self, messages: Vec<Message>) {
+        let id = std::mem::take(&mut self.id);
+        self.histories.settle(&self.session, id, Some(messages));
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        // 0 once given back: loans are numbered from 1.
+        if self.id != 0 {
+            self.histories.settle(&self.session, self.id, None);
+        }
+    }
 }
 
 /// Keeps a session's history in memory once read, until dropped (with every
@@ -84,6 +141,15 @@ impl std::fmt::Debug for HistoryHold {
 impl Drop for HistoryHold {
     fn drop(&mut self) {
         self.histories.release(&self.session);
+    }
+}
+
+/// Where `view` stands, without its messages.
+fn standing(view: &HistoryView) -> HistoryView {
+    HistoryView {
+        messages: Vec::new(),
+        summarized: view.summarized,
+        first_idx: view.first_idx,
     }
 }
 
@@ -154,9 +220,53 @@ impl Histories {
         inner.clock += 1;
         let clock = inner.clock;
         let entry = inner.entries.get_mut(session)?;
-        let loaded = entry.loaded.as_ref()?;
+        let loaded = entry.loaded.as_ref().filter(|l| l.lent.is_none())?;
         entry.used = clock;
         Some(loaded.view.clone())
+    }
+
+    /// Lends the history of `session` to a turn, if it is held and loaded
+    /// and not lent already: its messages move out of the cache, which
+    /// keeps where the history stands (see the module's docs).
+    pub fn lend(self: &Arc<Self>, session: &str) -> Option<(HistoryView, Loan)> {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        inner.loans += 1;
+        let (clock, id) = (inner.clock, inner.loans);
+        let entry = inner.entries.get_mut(session)?;
+        let loaded = entry.loaded.as_mut().filter(|l| l.lent.is_none())?;
+        entry.used = clock;
+        loaded.lent = Some(id);
+        let mut view = standing(&loaded.view);
+        view.messages = std::mem::take(&mut loaded.view.messages);
+        Some((view, self.loan(session, id)))
+    }
+
+    fn loan(self: &Arc<Self>, session: &str, id: u64) -> Loan {
+        Loan {
+            histories: self.clone(),
+            session: session.to_string(),
+            id,
+        }
+    }
+
+    /// Ends loan `id` of `session`, with the messages given back (None: the
+    /// loan was dropped).
+    fn settle(&self, session: &str, id: u64, messages: Option<Vec<Message>>) {
+        let mut inner = self.lock();
+        let Some(entry) = inner.entries.get_mut(session) else {
+            return;
+        };
+        let Some(loaded) = entry.loaded.as_mut().filter(|l| l.lent == Some(id)) else {
+            return;
+        };
+        match messages {
+            Some(messages) if messages.len() == loaded.len() => {
+                loaded.view.messages = messages;
+                loaded.lent = None;
+            }
+            _ => inner.forget(session),
+        }
     }
 
     /// The `idx` of the next message of `session`, if its history is loaded.
@@ -166,28 +276,49 @@ impl Histories {
         Some(inner.entries.get(session)?.loaded.as_ref()?.next_idx)
     }
 
-    /// `messages`, just read from SQLite, are the history of `session`:
-    /// kept if the session is held. Called under the store's connection, in
-    /// the same piece of work as the read.
+    /// `view`, just read from SQLite, is the history of `session`: kept
+    /// if the session is held (and not loaded already). Called under the
+    /// store's connection, in the same piece of work as the read.
     pub fn fill(&self, session: &str, view: &HistoryView, next_idx: i64) {
+        self.load(session, view, next_idx, false);
+    }
+
+    /// [`Histories::fill`] for a turn, which takes `view`'s messages: if
+    /// the session is held, the cache keeps where the history stands and
+    /// lends the turn the messages it read (no copy is made).
+    pub fn fill_lent(
+        self: &Arc<Self>,
+        session: &str,
+        view: &HistoryView,
+        next_idx: i64,
+    ) -> Option<Loan> {
+        let id = self.load(session, view, next_idx, true)?;
+        Some(self.loan(session, id))
+    }
+
+    /// Loads `view` into the held entry of `session` if it has none; lent
+    /// (its messages not kept): the loan's id.
+    fn load(&self, session: &str, view: &HistoryView, next_idx: i64, lend: bool) -> Option<u64> {
         let mut inner = self.lock();
         inner.clock += 1;
-        let clock = inner.clock;
-        let Some(entry) = inner.entries.get_mut(session) else {
-            return;
-        };
+        inner.loans += 1;
+        let (clock, id) = (inner.clock, inner.loans);
+        let entry = inner.entries.get_mut(session)?;
         if entry.loaded.is_some() {
-            return;
+            return None;
         }
         entry.used = clock;
         let bytes = view.messages.iter().map(size).sum();
+        let view = if lend { standing(view) } else { view.clone() };
         entry.loaded = Some(Loaded {
-            view: view.clone(),
+            view,
             next_idx,
             bytes,
+            lent: lend.then_some(id),
         });
         inner.bytes += bytes;
         inner.trim(session);
+        lend.then_some(id)
     }
 
     /// `messages` were just committed as the history of `session` from
@@ -209,13 +340,14 @@ impl Histories {
                 "the cached history ends at {} but a turn was written at {idx}; reading it again",
                 loaded.next_idx
             );
-            let bytes = loaded.bytes;
-            entry.loaded = None;
-            inner.bytes -= bytes;
+            inner.forget(session);
             return;
         }
         let bytes: usize = messages.iter().map(size).sum();
-        loaded.view.messages.extend_from_slice(messages);
+        if loaded.lent.is_none() {
+            // Lent, they are added by the turn that gives them back.
+            loaded.view.messages.extend_from_slice(messages);
+        }
         loaded.next_idx += messages.len() as i64;
         loaded.bytes += bytes;
         inner.bytes += bytes;
@@ -230,6 +362,12 @@ impl Histories {
         let Some(loaded) = (inner.entries.get_mut(session)).and_then(|e| e.loaded.as_mut()) else {
             return;
         };
+        if loaded.lent.is_some() {
+            // The turn that holds the messages compacted them itself, or
+            // they changed under it: either way the loan is void.
+            inner.forget(session);
+            return;
+        }
         let view = &mut loaded.view;
         let covered = upto_idx + 1 - view.first_idx;
         let drop = usize::from(view.summarized) + usize::try_from(covered).unwrap_or(usize::MAX);
@@ -239,9 +377,7 @@ impl Histories {
                 session,
                 "a compaction does not fit the cached history; reading it again"
             );
-            let bytes = loaded.bytes;
-            inner.entries.get_mut(session).expect("looked up").loaded = None;
-            inner.bytes -= bytes;
+            inner.forget(session);
             return;
         }
         view.messages.drain(..drop);
@@ -258,11 +394,7 @@ impl Histories {
     /// goes to the table. After a commit of it failed, in case the cache
     /// was the cause.
     pub fn unload(&self, session: &str) {
-        let mut inner = self.lock();
-        let bytes = (inner.entries.get_mut(session))
-            .and_then(|e| e.loaded.take())
-            .map_or(0, |l| l.bytes);
-        inner.bytes -= bytes;
+        self.lock().forget(session);
     }
 
     /// Sets the byte budget (tests).
@@ -285,6 +417,14 @@ impl Histories {
 }
 
 impl Inner {
+    /// Drops the loaded history of `session`: the next read is the table's.
+    fn forget(&mut self, session: &str) {
+        let bytes = (self.entries.get_mut(session))
+            .and_then(|e| e.loaded.take())
+            .map_or(0, |l| l.bytes);
+        self.bytes -= bytes;
+    }
+
     /// Over the budget: drops the least recently used histories (other than
     /// `keep`'s, just used) until a quarter of the budget is free again.
     fn trim(&mut self, keep: &str) {
@@ -301,9 +441,7 @@ impl Inner {
             if self.bytes <= budget / 4 * 3 {
                 break;
             }
-            let entry = self.entries.get_mut(&key).expect("listed");
-            let bytes = entry.loaded.take().map_or(0, |l| l.bytes);
-            self.bytes -= bytes;
+            self.forget(&key);
         }
     }
 }

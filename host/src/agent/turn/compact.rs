@@ -26,7 +26,7 @@ use crate::agent::context::{
 };
 use crate::llm::Message;
 use crate::protocol::TurnErrorKind;
-use crate::store::{CompactionRecord, HistoryView, summary_message};
+use crate::store::{CompactionRecord, HistoryView, Loan, summary_message};
 
 /// A turn's conversation, and what the context step knows of it.
 pub(super) struct Conversation {
@@ -44,12 +44,37 @@ pub(super) struct Conversation {
     pub counted: Counted,
     /// The window a provider's overflow error named.
     pub learned_window: Option<u64>,
+    /// The store's loan of the history (a top-level turn whose session is
+    /// held): given back with the turn's messages after its commit.
+    loan: Option<Loan>,
+}
+
+/// The history a turn was lent, to give back once the turn's messages are
+/// committed (see `store/history.rs`).
+pub(super) struct Borrowed {
+    loan: Loan,
+    history: Vec<Message>,
+}
+
+impl Borrowed {
+    /// `own`, the turn's messages, are committed: the history with them
+    /// goes back to the store's memory.
+    pub fn give_back(mut self, own: Vec<Message>) {
+        self.history.extend(own);
+        self.loan.give_back(self.history);
+    }
 }
 
 impl Conversation {
-    /// A top-level turn's: `prompt`, the session's `view`, `input`.
-    /// The view keeps where the history stands; its messages move here.
-    pub fn new(prompt: Option<&str>, mut view: Option<HistoryView>, input: &str) -> Conversation {
+    /// A top-level turn's: `prompt`, the session's `view` (and the loan
+    /// of its messages, if the store lent them), `input`. The view keeps
+    /// where the history stands; its messages move here.
+    pub fn new(
+        prompt: Option<&str>,
+        mut view: Option<HistoryView>,
+        loan: Option<Loan>,
+        input: &str,
+    ) -> Conversation {
         let history = view
             .as_mut()
             .map_or_else(Vec::new, |v| std::mem::take(&mut v.messages));
@@ -67,6 +92,7 @@ impl Conversation {
             view,
             counted: Counted::default(),
             learned_window: None,
+            loan,
         }
     }
 
@@ -80,13 +106,24 @@ impl Conversation {
         Arc::make_mut(&mut self.messages).extend(messages);
     }
 
-    /// The turn's own messages, from its user message on: what the
-    /// session's history gains.
-    pub fn into_own(self) -> Vec<Message> {
-        match Arc::try_unwrap(self.messages) {
-            Ok(mut messages) => messages.split_off(self.turn_start),
-            Err(shared) => shared[self.turn_start..].to_vec(),
-        }
+    /// The turn's own messages, from its user message on (what the
+    /// session's history gains), and the history to give back to the store
+    /// once they are committed (if it was lent).
+    pub fn into_own(self) -> (Vec<Message>, Option<Borrowed>) {
+        let mut messages = match Arc::try_unwrap(self.messages) {
+            Ok(messages) => messages,
+            Err(shared) => return (shared[self.turn_start..].to_vec(), None),
+        };
+        let own = messages.split_off(self.turn_start);
+        let borrowed = self.loan.map(|loan| {
+            // The system prompt is the turn's, not the history's.
+            messages.drain(..self.start);
+            Borrowed {
+                loan,
+                history: messages,
+            }
+        });
+        (own, borrowed)
     }
 
     /// Where the latest round of tool calls starts (the model answers it
@@ -332,6 +369,9 @@ impl Turn {
             view.summarized = true;
         }
         convo.messages = after;
+        // The history lent is no longer what the conversation holds (the
+        // store forgets it at the compaction's commit anyway).
+        convo.loan = None;
         if range.end <= convo.turn_start {
             // A SubTurn's range is after its task, where its turn starts.
             convo.turn_start -= range.len() - 1;
