@@ -20,6 +20,7 @@ pub mod error;
 pub mod fallback;
 pub mod http;
 pub mod limits;
+pub mod memo;
 pub mod openai;
 pub mod scripted;
 pub mod sse;
@@ -31,6 +32,7 @@ pub use client::HttpClient;
 pub use error::{LlmError, LlmErrorKind};
 pub use fallback::{Chain, ChainError, RetryPolicy};
 pub use limits::CallLimits;
+pub use memo::{MemoRef, WireMemo};
 pub use types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, ForHistory, Message, ToolCall, ToolDef,
     Usage,

@@ -46,7 +46,7 @@ mod no_answer;
 use crate::bus::Scope;
 use crate::hooks::{HookScope, HookStop};
 use crate::llm::types::ToolChoice;
-use crate::llm::{ChainError, ChatRequest, ForHistory, Message, ToolCall, ToolDef, Usage};
+use crate::llm::{ChainError, ChatRequest, ForHistory, MemoRef, Message, ToolCall, ToolDef, Usage};
 use crate::protocol::{
     EventBody, SteeringInjected, SubturnDelivered, TurnBegin, TurnErrorKind, TurnStatus,
 };
@@ -350,7 +350,13 @@ impl Turn {
                 let shortened = fitted.shortened;
                 self.counted = (fitted.tokens, fitted.window);
                 let request = self
-                    .request(fitted.messages, tools.defs.clone(), interrupted, at_limit)
+                    .request(
+                        fitted.messages,
+                        convo.memo(),
+                        tools.defs.clone(),
+                        interrupted,
+                        at_limit,
+                    )
                     .await?;
                 match self.call(&hooks, &request).await {
                     Ok(Asked::Reply { response, model }) => {
@@ -430,17 +436,20 @@ impl Turn {
     }
 
     /// The request of one model call: `messages` (fitted to the window),
-    /// the tools, and on the turn's last call the note that asks for an
-    /// answer; through the `before-llm` hooks.
+    /// the memo of the conversation's wire form, the tools, and on the
+    /// turn's last call the note that asks for an answer; through the
+    /// `before-llm` hooks.
     async fn request(
         &self,
         messages: Arc<Vec<Message>>,
+        memo: MemoRef,
         tools: Arc<Vec<ToolDef>>,
         interrupted: bool,
         at_limit: bool,
     ) -> Result<ChatRequest, Failure> {
         let mut request = ChatRequest {
             messages,
+            memo: Some(memo),
             tools,
             max_tokens: self.spec.config().max_tokens,
             model: self.spec.model.clone(),

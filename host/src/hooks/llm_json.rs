@@ -115,6 +115,8 @@ pub fn request_from(json: &str, before: &ChatRequest) -> Result<ChatRequest, Bad
         tool_choice: required(&mut doc, "tool_choice")?,
         max_tokens: optional(&mut doc, "max_tokens")?.unwrap_or(before.max_tokens),
         model: optional(&mut doc, "model")?.unwrap_or_else(|| before.model.clone()),
+        // The messages are the hook's: serialized whole.
+        memo: None,
     })
 }
 

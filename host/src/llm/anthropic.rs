@@ -638,6 +638,7 @@ mod tests {
     #[test]
     fn request_body_merges_tool_results_into_one_user_message() {
         let request = ChatRequest {
+            memo: None,
             messages: vec![
                 Message::system("be brief"),
                 Message::system("use tools"),

@@ -167,6 +167,28 @@ impl ObjectWriter {
         self.out.push(b']');
     }
 
+    /// `"key": [first, rest]`, `first` (if any) already serialized and
+    /// `rest` (if any) writing the other items, comma-separated.
+    pub fn array_with(
+        &mut self,
+        key: &str,
+        first: Option<&str>,
+        rest: Option<impl FnOnce(&mut Vec<u8>)>,
+    ) {
+        self.key(key);
+        self.out.push(b'[');
+        if let Some(first) = first {
+            self.out.extend_from_slice(first.as_bytes());
+        }
+        if let Some(rest) = rest {
+            if first.is_some() {
+                self.out.push(b',');
+            }
+            rest(&mut self.out);
+        }
+        self.out.push(b']');
+    }
+
     pub fn finish(mut self) -> Vec<u8> {
         self.out.push(b'}');
         self.out

@@ -19,6 +19,7 @@ use super::body::{Fragments, object_for, to_json};
 use super::client::Endpoint;
 use super::http::{Exchange, Flow, WireError, error_event, is_json, snippet};
 use super::limits::CallLimits;
+use super::memo::{MemoRef, WireMemo};
 use super::types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, ToolDef,
     Usage, valid_arguments,
@@ -88,12 +89,45 @@ impl OpenAi {
     }
 }
 
+/// The wire format's name in a [`WireMemo`](super::memo::WireMemo).
+const FORMAT: &str = "openai";
+
 /// The request body, written straight to bytes; the system prompt (a first
-/// system message) and the tool list are serialized once, in `fragments`.
+/// system message) and the tool list are serialized once, in `fragments`,
+/// and the messages that a memo of the conversation holds (see
+/// `llm/memo.rs`) are copied from it.
 pub fn request_body(
     config: &ProviderConfig,
     request: &ChatRequest,
     fragments: &Fragments,
+) -> Vec<u8> {
+    let from = match request.messages.first() {
+        Some(Message::System { .. }) => 1,
+        _ => 0,
+    };
+    let memo = MemoRef::of(request.memo.as_ref(), &request.messages, from);
+    let body = body(config, request, fragments, memo);
+    // Every debug build (the tests) checks that the memo gave the body
+    // that serializing the whole request gives.
+    #[cfg(debug_assertions)]
+    if memo.is_some() {
+        let whole = self::body(config, request, fragments, None);
+        assert!(
+            body == whole,
+            "the memo of the conversation is stale:\n{}\n{}",
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(&whole)
+        );
+    }
+    body
+}
+
+/// [`request_body`], with the memo of the messages after the system prompt.
+fn body(
+    config: &ProviderConfig,
+    request: &ChatRequest,
+    fragments: &Fragments,
+    memo: Option<&WireMemo>,
 ) -> Vec<u8> {
     let (system, rest) = match request.messages.split_first() {
         Some((Message::System { content }, rest)) => {
@@ -109,7 +143,21 @@ pub fn request_body(
     let tools = fragments.tool_list(&request.tools, WireTool::of);
     let mut body = object_for(system.as_deref(), tools.as_deref(), request.messages.len());
     body.field("model", &request.model.as_deref().unwrap_or(&config.model));
-    body.array("messages", system.as_deref(), rest.iter().map(Wire::of));
+    let one = |message: &Message, out: &mut Vec<u8>| {
+        serde_json::to_writer(out, &Wire::of(message)).expect("a message serializes");
+    };
+    let messages = (!rest.is_empty()).then_some(|out: &mut Vec<u8>| match memo {
+        Some(memo) => memo.write(FORMAT, rest, out, one),
+        None => {
+            for (i, message) in rest.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                one(message, out);
+            }
+        }
+    });
+    body.array_with("messages", system.as_deref(), messages);
     if let Some(tools) = &tools {
         body.raw("tools", tools);
         body.field(
@@ -563,6 +611,7 @@ mod tests {
     #[test]
     fn request_body_sends_null_content_with_tool_calls() {
         let request = ChatRequest {
+            memo: None,
             messages: vec![
                 Message::system("be brief"),
                 Message::user("weather?"),
@@ -666,6 +715,52 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    #[test]
+    fn a_conversations_memo_serves_its_own_list_and_never_a_changed_copy() {
+        let fragments = Fragments::default();
+        let memo = Arc::<WireMemo>::default();
+        let mut conversation: Arc<Vec<Message>> =
+            Arc::new(vec![Message::system("be brief"), Message::user("read a")]);
+        let request = |messages: &Arc<Vec<Message>>, of: &Arc<Vec<Message>>| ChatRequest {
+            messages: messages.clone(),
+            memo: Some(MemoRef {
+                memo: memo.clone(),
+                messages: of.clone(),
+                from: 1,
+            }),
+            ..ChatRequest::default()
+        };
+        let sent = |request: &ChatRequest| -> Value {
+            serde_json::from_slice(&request_body(&config(true), request, &fragments)).unwrap()
+        };
+        let messages_of = |body: Value| body["messages"].clone();
+
+        // The conversation's own list, as it grows: the memo keeps each
+        // message after the prompt.
+        let first = sent(&request(&conversation, &conversation));
+        assert_eq!(
+            first,
+            body(&config(true), &request(&conversation, &conversation))
+        );
+        let one = memo.bytes();
+        assert!(one > 0);
+        Arc::make_mut(&mut conversation).push(Message::assistant("a says hi"));
+        let grown = sent(&request(&conversation, &conversation));
+        assert_eq!(messages_of(grown)[2]["content"], "a says hi");
+        assert!(memo.bytes() > one);
+
+        // A copy of it changed on the way (a result cut to the window, a
+        // hook's rewrite) is sent as it is, not as the memo has it.
+        let mut cut = (*conversation).clone();
+        cut[1] = Message::user("read a (cut)");
+        let cut = Arc::new(cut);
+        let sent_cut = messages_of(sent(&request(&cut, &conversation)));
+        assert_eq!(sent_cut[1]["content"], "read a (cut)");
+        // And the memo still has the conversation's.
+        let again = messages_of(sent(&request(&conversation, &conversation)));
+        assert_eq!(again[1]["content"], "read a");
     }
 
     #[test]

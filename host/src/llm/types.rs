@@ -73,6 +73,9 @@ pub struct ChatRequest {
     /// Another model of the same provider than the candidate's own (a
     /// SubTurn's).
     pub model: Option<String>,
+    /// The JSON of the conversation's messages kept from earlier calls,
+    /// used if `messages` is the list it stands for (see `llm/memo.rs`).
+    pub memo: Option<super::memo::MemoRef>,
 }
 
 /// The model's whole reply.

@@ -20,10 +20,12 @@
 //! A turn does not copy the history it reads: the cache *lends* it the
 //! messages ([`Histories::lend`]) and keeps only where the history stands,
 //! and the turn gives them back, with what it added, once its commit is
-//! written ([`Histories::give_back`]). While a history is lent, other
+//! written ([`Loan::give_back`]). While a history is lent, other
 //! readers read the table. Whatever else changes the history meanwhile (a
 //! compaction, a write that failed, the session let go) voids the loan,
 //! and the messages given back are dropped: the next read is the table's.
+//! Beside a history the cache keeps its memo (the messages as the model
+//! was last sent them, see `llm/memo.rs`), lent and given back with it.
 //!
 //! The cache holds at most [`BUDGET`] bytes of messages (about: their
 //! texts, plus a fixed amount each); past it the least recently used
@@ -33,7 +35,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::compactions::HistoryView;
-use crate::llm::Message;
+use crate::llm::{Message, WireMemo};
 
 /// About the most bytes of messages the cache keeps.
 pub const BUDGET: usize = 64 << 20;
@@ -76,6 +78,12 @@ struct Loaded {
     bytes: usize,
     /// The loan the messages are out on.
     lent: Option<u64>,
+    /// The messages as the model was last sent them (see `llm/memo.rs`):
+    /// lent and given back with them, started again when they change
+    /// other than by growing.
+    memo: Arc<WireMemo>,
+    /// The memo's bytes when last counted in `bytes`.
+    memo_bytes: usize,
 }
 
 impl Loaded {
@@ -92,6 +100,7 @@ pub struct Loan {
     histories: Arc<Histories>,
     session: String,
     id: u64,
+    memo: Arc<WireMemo>,
 }
 
 impl std::fmt::Debug for Loan {
@@ -104,6 +113,11 @@ impl std::fmt::Debug for Loan {
 }
 
 impl Loan {
+    /// The memo of the history's wire form, which goes back with it.
+    pub fn memo(&self) -> Arc<WireMemo> {
+        self.memo.clone()
+    }
+
     /// `messages` are the history of the loan's session again, now with
     /// the turn's commit: kept if the loan still stands and they are as
     /// many as the cache counts (nothing but that commit changed the
@@ -239,14 +253,16 @@ impl Histories {
         loaded.lent = Some(id);
         let mut view = standing(&loaded.view);
         view.messages = std::mem::take(&mut loaded.view.messages);
-        Some((view, self.loan(session, id)))
+        let memo = loaded.memo.clone();
+        Some((view, self.loan(session, id, memo)))
     }
 
-    fn loan(self: &Arc<Self>, session: &str, id: u64) -> Loan {
+    fn loan(self: &Arc<Self>, session: &str, id: u64, memo: Arc<WireMemo>) -> Loan {
         Loan {
             histories: self.clone(),
             session: session.to_string(),
             id,
+            memo,
         }
     }
 
@@ -264,6 +280,11 @@ impl Histories {
             Some(messages) if messages.len() == loaded.len() => {
                 loaded.view.messages = messages;
                 loaded.lent = None;
+                let memo_bytes = loaded.memo.bytes();
+                let before = std::mem::replace(&mut loaded.memo_bytes, memo_bytes);
+                loaded.bytes = loaded.bytes - before + memo_bytes;
+                inner.bytes = inner.bytes - before + memo_bytes;
+                inner.trim(session);
             }
             _ => inner.forget(session),
         }
@@ -292,13 +313,19 @@ impl Histories {
         view: &HistoryView,
         next_idx: i64,
     ) -> Option<Loan> {
-        let id = self.load(session, view, next_idx, true)?;
-        Some(self.loan(session, id))
+        let (id, memo) = self.load(session, view, next_idx, true)?;
+        Some(self.loan(session, id, memo))
     }
 
     /// Loads `view` into the held entry of `session` if it has none; lent
-    /// (its messages not kept): the loan's id.
-    fn load(&self, session: &str, view: &HistoryView, next_idx: i64, lend: bool) -> Option<u64> {
+    /// (its messages not kept): the loan's id and memo.
+    fn load(
+        &self,
+        session: &str,
+        view: &HistoryView,
+        next_idx: i64,
+        lend: bool,
+    ) -> Option<(u64, Arc<WireMemo>)> {
         let mut inner = self.lock();
         inner.clock += 1;
         inner.loans += 1;
@@ -310,15 +337,18 @@ impl Histories {
         entry.used = clock;
         let bytes = view.messages.iter().map(size).sum();
         let view = if lend { standing(view) } else { view.clone() };
+        let memo = Arc::<WireMemo>::default();
         entry.loaded = Some(Loaded {
             view,
             next_idx,
             bytes,
             lent: lend.then_some(id),
+            memo: memo.clone(),
+            memo_bytes: 0,
         });
         inner.bytes += bytes;
         inner.trim(session);
-        lend.then_some(id)
+        lend.then_some((id, memo))
     }
 
     /// `messages` were just committed as the history of `session` from
@@ -384,6 +414,9 @@ impl Histories {
         view.messages.insert(0, summary);
         view.summarized = true;
         view.first_idx = upto_idx + 1;
+        // The messages changed: their wire form is made again.
+        loaded.memo = Arc::default();
+        loaded.memo_bytes = 0;
         let bytes: usize = view.messages.iter().map(size).sum();
         let before = std::mem::replace(&mut loaded.bytes, bytes);
         inner.bytes = inner.bytes - before + bytes;

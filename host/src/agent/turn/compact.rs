@@ -24,7 +24,7 @@ use crate::agent::context::{
     Budget, Counted, OfferedTools, cap_tool_results, child_range, estimate_all, history_range,
     middle_out, overflow_sizes, too_long,
 };
-use crate::llm::Message;
+use crate::llm::{MemoRef, Message, WireMemo};
 use crate::protocol::TurnErrorKind;
 use crate::store::{CompactionRecord, HistoryView, Loan, summary_message};
 
@@ -47,6 +47,12 @@ pub(super) struct Conversation {
     /// The store's loan of the history (a top-level turn whose session is
     /// held): given back with the turn's messages after its commit.
     loan: Option<Loan>,
+    /// The messages after the system prompt as the model was sent them
+    /// (see `llm/memo.rs`): the history's, lent with it, else the turn's
+    /// own; started again when the messages change other than by growing.
+    memo: Arc<WireMemo>,
+    /// Where the messages after the system prompt start.
+    after_prompt: usize,
 }
 
 /// The history a turn was lent, to give back once the turn's messages are
@@ -80,6 +86,7 @@ impl Conversation {
             .map_or_else(Vec::new, |v| std::mem::take(&mut v.messages));
         let mut messages = Vec::with_capacity(history.len() + 8);
         messages.extend(prompt.map(Message::system));
+        let after_prompt = messages.len();
         let child = view.is_none();
         let start = messages.len() + usize::from(child);
         messages.extend(history);
@@ -92,7 +99,20 @@ impl Conversation {
             view,
             counted: Counted::default(),
             learned_window: None,
+            memo: loan.as_ref().map(Loan::memo).unwrap_or_default(),
             loan,
+            after_prompt,
+        }
+    }
+
+    /// The memo of the messages, for a request of `messages`: used by the
+    /// provider only if they are the conversation's own (not a copy that
+    /// differs).
+    pub fn memo(&self) -> MemoRef {
+        MemoRef {
+            memo: self.memo.clone(),
+            messages: self.messages.clone(),
+            from: self.after_prompt,
         }
     }
 
@@ -370,8 +390,10 @@ impl Turn {
         }
         convo.messages = after;
         // The history lent is no longer what the conversation holds (the
-        // store forgets it at the compaction's commit anyway).
+        // store forgets it at the compaction's commit anyway), nor is the
+        // memo.
         convo.loan = None;
+        convo.memo = Arc::default();
         if range.end <= convo.turn_start {
             // A SubTurn's range is after its task, where its turn starts.
             convo.turn_start -= range.len() - 1;

@@ -189,6 +189,7 @@ mod tests {
             arguments: r#"{"a":1,"b":2}"#.into(),
         };
         let request = ChatRequest {
+            memo: None,
             messages: vec![
                 Message::system("Be brief."),
                 Message::user("1 + 2?"),

@@ -1,0 +1,194 @@
+//! A conversation's messages as a provider serialized them, kept from one
+//! model call to the next.
+//!
+//! A turn sends its session's whole history with every model call, and
+//! the history only grows between compactions: serialized again at each
+//! call, the messages were a tenth of a tool turn's work with 50 turns in
+//! the session, and grow with it. A [`WireMemo`] keeps the JSON of each
+//! message a provider wrote, so the next request copies those bytes and
+//! serializes only the messages added since.
+//!
+//! The memo is the conversation's: the turn keeps it, the store keeps it
+//! beside the session's history between turns (and forgets it with the
+//! history), and a compaction starts a new one. The turn hands it to a
+//! request as a [`MemoRef`], which names the messages it stands for: a
+//! provider uses the memo only for a request whose messages are that very
+//! list (the same `Arc`), so a request whose messages were changed on the
+//! way (cut to the window, rewritten by a hook, a note added) is
+//! serialized whole, as before.
+//!
+//! A memo holds one wire format at a time (a chain whose candidates speak
+//! different formats starts it again at each switch).
+
+use std::sync::{Arc, Mutex};
+
+use super::types::Message;
+
+/// The JSON of a conversation's messages, each as a provider's wire
+/// format writes it, from the first message after the system prompt.
+#[derive(Default)]
+pub struct WireMemo {
+    inner: Mutex<Memo>,
+}
+
+#[derive(Default)]
+struct Memo {
+    /// The wire format the JSON is in.
+    format: &'static str,
+    /// The messages' JSON, separated by commas.
+    json: Vec<u8>,
+    /// Where each message's JSON ends in `json`.
+    ends: Vec<usize>,
+}
+
+impl std::fmt::Debug for WireMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let memo = self.lock();
+        f.debug_struct("WireMemo")
+            .field("format", &memo.format)
+            .field("messages", &memo.ends.len())
+            .finish()
+    }
+}
+
+/// A memo handed to a request: valid for `messages` from position `from`
+/// on.
+#[derive(Debug, Clone)]
+pub struct MemoRef {
+    pub memo: Arc<WireMemo>,
+    /// The list the memo stands for (held, so its identity is never
+    /// another list's).
+    pub messages: Arc<Vec<Message>>,
+    /// Where the memo's first message is in `messages` (after the system
+    /// prompt).
+    pub from: usize,
+}
+
+impl MemoRef {
+    /// The memo, if it stands for `messages` and begins at `from`.
+    pub fn of<'a>(
+        memo: Option<&'a MemoRef>,
+        messages: &Arc<Vec<Message>>,
+        from: usize,
+    ) -> Option<&'a WireMemo> {
+        let memo = memo?;
+        (Arc::ptr_eq(&memo.messages, messages) && memo.from == from).then_some(&*memo.memo)
+    }
+}
+
+impl WireMemo {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memo> {
+        // Every critical section leaves the memo whole.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The bytes it keeps.
+    pub fn bytes(&self) -> usize {
+        let memo = self.lock();
+        memo.json.len() + memo.ends.len() * size_of::<usize>()
+    }
+
+    /// Writes the JSON of `messages` to `out`, separated by commas: the
+    /// messages the memo holds in `format` as it holds them, the others
+    /// with `write`, and keeps those. `messages` must be the ones the memo
+    /// stands for (see [`MemoRef::of`]).
+    pub fn write(
+        &self,
+        format: &'static str,
+        messages: &[Message],
+        out: &mut Vec<u8>,
+        mut write: impl FnMut(&Message, &mut Vec<u8>),
+    ) {
+        let mut memo = self.lock();
+        if memo.format != format {
+            *memo = Memo {
+                format,
+                ..Memo::default()
+            };
+        }
+        let known = memo.ends.len().min(messages.len());
+        memo.ends.truncate(known);
+        let kept = memo.ends.last().copied().unwrap_or(0);
+        memo.json.truncate(kept);
+        out.extend_from_slice(&memo.json);
+        for message in &messages[known..] {
+            if !memo.json.is_empty() {
+                out.push(b',');
+                memo.json.push(b',');
+            }
+            let start = out.len();
+            write(message, out);
+            memo.json.extend_from_slice(&out[start..]);
+            let end = memo.json.len();
+            memo.ends.push(end);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    fn joined(messages: &[Message]) -> String {
+        let json: Vec<String> = messages
+            .iter()
+            .map(|m| serde_json::to_string(m).unwrap())
+            .collect();
+        json.join(",")
+    }
+
+    #[test]
+    fn each_message_is_serialized_once_then_copied() {
+        let memo = WireMemo::default();
+        let serialized = Cell::new(0);
+        let write = |message: &Message, out: &mut Vec<u8>| {
+            serialized.set(serialized.get() + 1);
+            serde_json::to_writer(out, message).unwrap();
+        };
+        let mut messages = vec![Message::user("a \"quoted\""), Message::assistant("b")];
+        let mut out = b"[".to_vec();
+        memo.write("openai", &messages, &mut out, write);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("[{}", joined(&messages))
+        );
+        assert_eq!(serialized.get(), 2);
+
+        messages.push(Message::user("c"));
+        let mut out = Vec::new();
+        memo.write("openai", &messages, &mut out, write);
+        assert_eq!(String::from_utf8(out).unwrap(), joined(&messages));
+        assert_eq!(serialized.get(), 3);
+
+        // Another format: every message is serialized again, and kept.
+        let mut out = Vec::new();
+        memo.write("anthropic", &messages, &mut out, write);
+        assert_eq!(serialized.get(), 6);
+        // Fewer messages than it holds (not for a list it stands for, but
+        // kept right): the first ones.
+        let mut out = Vec::new();
+        memo.write("anthropic", &messages[..1], &mut out, write);
+        assert_eq!(String::from_utf8(out).unwrap(), joined(&messages[..1]));
+        assert_eq!(serialized.get(), 6);
+        assert!(memo.bytes() >= joined(&messages[..1]).len());
+    }
+
+    #[test]
+    fn a_memo_serves_only_the_list_it_stands_for_from_where_it_starts() {
+        let messages = Arc::new(vec![Message::system("be brief"), Message::user("hi")]);
+        let memo = MemoRef {
+            memo: Arc::default(),
+            messages: messages.clone(),
+            from: 1,
+        };
+        assert!(MemoRef::of(Some(&memo), &messages, 1).is_some());
+        assert!(MemoRef::of(Some(&memo), &messages, 0).is_none());
+        // A copy that says the same is another list: it may have been
+        // changed, so it is serialized whole.
+        let copy = Arc::new((*messages).clone());
+        assert!(MemoRef::of(Some(&memo), &copy, 1).is_none());
+        assert!(MemoRef::of(None, &messages, 1).is_none());
+    }
+}
