@@ -169,7 +169,8 @@ pub struct LlmRequest {
     pub window: Option<u64>,
 }
 
-/// Text streamed by the model.
+/// Text streamed by the model: that of the chunks that arrived together
+/// (in one read from the network).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmDelta {
     pub iteration: u32,
