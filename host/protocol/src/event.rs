@@ -169,8 +169,7 @@ pub struct LlmRequest {
     pub window: Option<u64>,
 }
 
-/// Text streamed by the model: that of the chunks that arrived together
-/// (in one read from the network).
+/// Text streamed by the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmDelta {
     pub iteration: u32,

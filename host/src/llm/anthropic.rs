@@ -80,10 +80,11 @@ impl Anthropic {
         let mut acc = Accumulator::new(&self.name, self.config.limits);
         if self.config.stream && !is_json(&response) {
             let mut events = exchange.events(response);
-            (events.drive(&mut *on_delta, |event, on_delta| {
-                acc.on_event(&event.event, &event.data, on_delta)
-            }))
-            .await?;
+            while let Some(event) = events.next().await? {
+                if acc.on_event(&event.event, &event.data, &mut *on_delta)? == Flow::Done {
+                    break;
+                }
+            }
         } else {
             acc.on_reply(exchange.read_json(response).await?)?;
             if self.config.stream && !acc.text.is_empty() {

@@ -29,9 +29,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
 
-use super::http::Flow;
 use super::limits::CallLimits;
-use super::types::DeltaSink;
 use super::{LlmError, LlmErrorKind};
 use crate::plugin::units::duration;
 
@@ -253,32 +251,6 @@ impl SseStream {
         }
     }
 
-    /// Hands each event to `on_event` until it says [`Flow::Done`] or the
-    /// stream ends. The text `on_event` streams goes on to `on_delta`, one
-    /// delta for the events that arrived together (in one read from the
-    /// network): a burst of small chunks is one delta to publish and
-    /// store, not one each. Nothing waits for it: the text is passed on
-    /// before the next read, and before an error.
-    pub async fn drive(
-        &mut self,
-        on_delta: DeltaSink<'_>,
-        mut on_event: impl FnMut(&SseEvent, DeltaSink<'_>) -> Result<Flow, LlmError>,
-    ) -> Result<(), LlmError> {
-        let mut text = String::new();
-        while let Some(event) = self.next().await? {
-            let flow = on_event(&event, &mut |delta: &str| text.push_str(delta));
-            let done = flow.as_ref().map_or(true, |f| *f == Flow::Done);
-            if (done || self.ready.is_empty()) && !text.is_empty() {
-                on_delta(&text);
-                text.clear();
-            }
-            if flow? == Flow::Done {
-                break;
-            }
-        }
-        Ok(())
-    }
-
     fn error(&self, kind: LlmErrorKind, message: String) -> LlmError {
         LlmError::new(&self.candidate, kind, message)
     }
@@ -301,66 +273,6 @@ pub(super) fn error_chain(error: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A stream over `reads`, each one read from the network.
-    fn stream_of(reads: &[&str]) -> SseStream {
-        let reads: Vec<Result<Bytes, std::io::Error>> = reads
-            .iter()
-            .map(|r| Ok(Bytes::from(r.to_string())))
-            .collect();
-        let body = reqwest::Body::wrap_stream(futures_util::stream::iter(reads));
-        let response = reqwest::Response::from(http::Response::new(body));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        SseStream::new(
-            "test:model",
-            response,
-            Duration::from_secs(5),
-            deadline,
-            CallLimits::default(),
-        )
-    }
-
-    /// Drives `reads` with each event's data as its text (`[DONE]` ends,
-    /// `boom` fails): the deltas passed on, and the outcome.
-    async fn deltas_of(reads: &[&str]) -> (Vec<String>, Result<(), LlmError>) {
-        let mut deltas = Vec::new();
-        let outcome = stream_of(reads)
-            .drive(
-                &mut |text: &str| deltas.push(text.to_string()),
-                |event, on_delta| match event.data.as_str() {
-                    "[DONE]" => Ok(Flow::Done),
-                    "boom" => Err(LlmError::new("test:model", LlmErrorKind::Protocol, "boom")),
-                    text => {
-                        on_delta(text);
-                        Ok(Flow::More)
-                    }
-                },
-            )
-            .await;
-        (deltas, outcome)
-    }
-
-    #[tokio::test]
-    async fn text_that_arrives_together_is_one_delta_and_text_apart_its_own() {
-        let (deltas, outcome) = deltas_of(&[
-            "data: a\n\ndata: b\n\ndata: c\n\n",
-            "data: d\n\n",
-            // An event split over two reads is its own, at the second.
-            "data: e\n\ndata: f",
-            "\n\ndata: [DONE]\n\ndata: after the end\n\n",
-        ])
-        .await;
-        outcome.unwrap();
-        assert_eq!(deltas, ["abc", "d", "e", "f"]);
-    }
-
-    #[tokio::test]
-    async fn text_before_an_error_is_passed_on_first() {
-        let (deltas, outcome) =
-            deltas_of(&["data: x\n\ndata: y\n\ndata: boom\n\ndata: z\n\n"]).await;
-        assert_eq!(outcome.unwrap_err().message, "boom");
-        assert_eq!(deltas, ["xy"]);
-    }
 
     /// Events from `parts` fed one after another.
     fn decode(parts: &[&str]) -> Vec<(String, String)> {
