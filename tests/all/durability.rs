@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasmclaw::agent::AgentConfig;
+use wasmclaw::llm::Message;
 use wasmclaw::protocol::{Accepted, InterruptMode, Op, Target, TurnStatus};
 use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
-use wasmclaw_tests::agents::{core_with, openai};
-use wasmclaw_tests::fake_model::{FakeModel, Reply};
+use wasmclaw_tests::agents::{core_with, drain, openai, until};
+use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply};
 use wasmclaw_tests::gate::{ToolGates, gate_calls};
 use wasmclaw_tests::serve_bin::{ServeChild, serve_command, succeeded, wasmclaw_command};
 
@@ -245,4 +246,120 @@ async fn a_history_served_from_memory_is_always_what_the_store_holds() {
     let last = in_step("a turn after the reload").await;
     let history: Vec<wasmclaw::llm::Message> = serde_json::from_str(&last).unwrap();
     assert_eq!(history.len(), 2 + 2 + 4 + 2, "{last}");
+}
+
+/// A turn borrows its session's history from the store's memory and gives
+/// it back (see `store/history.rs`); one that ends without its answer (it
+/// failed, was stopped, or was wound down) gives it back too, so the next
+/// turn does not read it from the table.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_that_ends_without_its_answer_leaves_the_history_in_memory() {
+    let fake = FakeModel::start([]).await;
+    let gates = ToolGates::new();
+    let dir = gated_plugins(&gates);
+    let path = dir.scratch("home").join("sessions.db");
+    let config = AgentConfig {
+        wind_down_idle: Duration::from_millis(200),
+        ..AgentConfig::default()
+    };
+    let (core, mut events) = core_with(
+        dir.load().await,
+        vec![openai(&fake, "m", true)],
+        Store::open(&path).unwrap(),
+        config,
+        SchedulerConfig::default(),
+    );
+    let op = |content: &str| Op::UserMessage {
+        session: "s".into(),
+        content: content.into(),
+        agent: None,
+    };
+    let run = async |content: &str| {
+        let (_, outcome) = tokio::time::timeout(LIMIT, core.run(op(content)))
+            .await
+            .unwrap()
+            .unwrap();
+        outcome.unwrap()
+    };
+    // Served from memory: a change made behind the store's back (which the
+    // home's lock rules out in use) does not show.
+    let in_memory = async |after: &str| {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let first = "SELECT json FROM messages WHERE session = 's' AND idx = 0";
+        let first: String = conn.query_row(first, [], |row| row.get(0)).unwrap();
+        let set = "UPDATE messages SET json = ?1 WHERE session = 's' AND idx = 0";
+        conn.execute(set, [r#"{"role":"user","content":"changed"}"#])
+            .unwrap();
+        let served = core.history("s").await.unwrap();
+        conn.execute(set, [&first]).unwrap();
+        assert_eq!(
+            served[0],
+            Message::user("first"),
+            "after {after}, the history was read from the table"
+        );
+    };
+
+    fake.push(Reply::text("first answer"));
+    assert_eq!(run("first").await.status, TurnStatus::Completed);
+    in_memory("a completed turn").await;
+
+    // Failed: the model answers 500 until the chain gives up.
+    let failed = run("this one fails").await;
+    assert_eq!(failed.status, TurnStatus::Error, "{failed:?}");
+    in_memory("a failed turn").await;
+
+    // Stopped while its tool call waits at a gate.
+    fake.push(gate_calls(&[("c1", "held")]));
+    let (Accepted::Started { turn_id }, Some(mut watch)) = core
+        .submit_watched(op("this one is stopped"))
+        .await
+        .unwrap()
+    else {
+        panic!("the turn starts");
+    };
+    gates.wait_started("held", LIMIT).await;
+    let hard = Op::Interrupt {
+        target: Target::Turn(turn_id),
+        mode: InterruptMode::Hard,
+    };
+    core.submit(hard).await.unwrap();
+    let stopped = tokio::time::timeout(LIMIT, watch.ended())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stopped.status, TurnStatus::Aborted);
+    in_memory("a stopped turn").await;
+
+    // Wound down: a graceful interrupt while the reply pauses mid-stream;
+    // the turn ends with the text streamed so far.
+    let pause = Gate::default();
+    let text = "an answer the user cuts short";
+    fake.push(Reply::PauseMidStream(pause.clone(), text.into()));
+    drain(&mut events);
+    let (Accepted::Started { turn_id }, Some(mut watch)) = core
+        .submit_watched(op("this one is wound down"))
+        .await
+        .unwrap()
+    else {
+        panic!("the turn starts");
+    };
+    until(&mut events, LIMIT, |e| {
+        e.body.kind().as_str() == "llm_delta"
+    })
+    .await;
+    let graceful = Op::Interrupt {
+        target: Target::Turn(turn_id),
+        mode: InterruptMode::Graceful,
+    };
+    core.submit(graceful).await.unwrap();
+    let wound = tokio::time::timeout(LIMIT, watch.ended())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (wound.status, wound.reason.as_str()),
+        (TurnStatus::Completed, "interrupted")
+    );
+    in_memory("a turn wound down").await;
+    pause.open();
 }

@@ -366,6 +366,8 @@ impl Turn {
                         break (request, response, model);
                     }
                     Ok(Asked::Dropped { partial }) => {
+                        // The request shares the conversation's messages.
+                        drop(request);
                         return Ok(self.dropped(partial, convo));
                     }
                     Err(Failure::Error {
@@ -391,6 +393,7 @@ impl Turn {
             {
                 Asked::Reply { response, .. } => response,
                 Asked::Dropped { partial } => {
+                    drop(request);
                     return Ok(self.dropped(partial, convo));
                 }
             };
@@ -509,8 +512,8 @@ impl Turn {
             subturn::orphan(&self.agent.bus, &self.control, result);
         }
         let error_kind = result.as_ref().err().and_then(Failure::kind);
-        // A turn that failed lost the loan of its history with its
-        // conversation: the store reads the history again next time.
+        // A turn that failed gave its history back as it was lent when
+        // its conversation was dropped.
         let (status, reason, answer, mut messages, history) = match result {
             Ok(answer) => (
                 TurnStatus::Completed,

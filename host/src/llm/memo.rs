@@ -14,11 +14,16 @@
 //! request as a [`MemoRef`], which names the messages it stands for: a
 //! provider uses the memo only for a request whose messages are that very
 //! list (the same `Arc`), so a request whose messages were changed on the
-//! way (cut to the window, rewritten by a hook, a note added) is
-//! serialized whole, as before.
+//! way is serialized whole, as before: while a tool result in the history
+//! is cut to fit the window (until a compaction), when the largest are
+//! left out, at a turn's last call (its note), when a hook rewrites the
+//! request. So is a conversation without a system prompt that starts with
+//! a compaction's summary (a system message the provider takes for the
+//! prompt: the memo starts after the prompt the turn gave).
 //!
-//! A memo holds one wire format at a time (a chain whose candidates speak
-//! different formats starts it again at each switch).
+//! Only the OpenAI format writes one: Anthropic's puts consecutive tool
+//! results in one message, so its messages are not the conversation's one
+//! to one. A memo holds one format at a time, and starts again in another.
 
 use std::sync::{Arc, Mutex};
 
@@ -53,7 +58,7 @@ impl std::fmt::Debug for WireMemo {
 
 /// A memo handed to a request: valid for `messages` from position `from`
 /// on.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct MemoRef {
     pub memo: Arc<WireMemo>,
     /// The list the memo stands for (held, so its identity is never
@@ -62,6 +67,16 @@ pub struct MemoRef {
     /// Where the memo's first message is in `messages` (after the system
     /// prompt).
     pub from: usize,
+}
+
+impl std::fmt::Debug for MemoRef {
+    /// Not the messages: the request they go with shows them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoRef")
+            .field("memo", &self.memo)
+            .field("from", &self.from)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemoRef {
@@ -86,6 +101,18 @@ impl WireMemo {
     pub fn bytes(&self) -> usize {
         let memo = self.lock();
         memo.json.len() + memo.ends.len() * size_of::<usize>()
+    }
+
+    /// Keeps the first `messages` only: the list it stands for is now that
+    /// long (a turn that failed gives back the history without its own
+    /// messages, which the memo may hold).
+    pub fn truncate(&self, messages: usize) {
+        let mut memo = self.lock();
+        if memo.ends.len() > messages {
+            memo.ends.truncate(messages);
+            let kept = memo.ends.last().copied().unwrap_or(0);
+            memo.json.truncate(kept);
+        }
     }
 
     /// Writes the JSON of `messages` to `out`, separated by commas: the
@@ -173,6 +200,17 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), joined(&messages[..1]));
         assert_eq!(serialized.get(), 6);
         assert!(memo.bytes() >= joined(&messages[..1]).len());
+
+        // Cut to a shorter list (a history given back without a failed
+        // turn's messages): what follows is serialized again.
+        memo.write("openai", &messages, &mut Vec::new(), write);
+        assert_eq!(serialized.get(), 9);
+        memo.truncate(1);
+        messages[1] = Message::assistant("another b");
+        let mut out = Vec::new();
+        memo.write("openai", &messages, &mut out, write);
+        assert_eq!(String::from_utf8(out).unwrap(), joined(&messages));
+        assert_eq!(serialized.get(), 11);
     }
 
     #[test]

@@ -143,21 +143,17 @@ fn body(
     let tools = fragments.tool_list(&request.tools, WireTool::of);
     let mut body = object_for(system.as_deref(), tools.as_deref(), request.messages.len());
     body.field("model", &request.model.as_deref().unwrap_or(&config.model));
-    let one = |message: &Message, out: &mut Vec<u8>| {
-        serde_json::to_writer(out, &Wire::of(message)).expect("a message serializes");
-    };
-    let messages = (!rest.is_empty()).then_some(|out: &mut Vec<u8>| match memo {
-        Some(memo) => memo.write(FORMAT, rest, out, one),
-        None => {
-            for (i, message) in rest.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                one(message, out);
-            }
+    match memo {
+        Some(memo) => {
+            let one = |message: &Message, out: &mut Vec<u8>| {
+                serde_json::to_writer(out, &Wire::of(message)).expect("a message serializes");
+            };
+            let messages = (!rest.is_empty())
+                .then_some(|out: &mut Vec<u8>| memo.write(FORMAT, rest, out, one));
+            body.array_with("messages", system.as_deref(), messages);
         }
-    });
-    body.array_with("messages", system.as_deref(), messages);
+        None => body.array("messages", system.as_deref(), rest.iter().map(Wire::of)),
+    }
     if let Some(tools) = &tools {
         body.raw("tools", tools);
         body.field(

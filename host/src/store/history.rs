@@ -22,14 +22,16 @@
 //! and the turn gives them back, with what it added, once its commit is
 //! written ([`Loan::give_back`]). While a history is lent, other
 //! readers read the table. Whatever else changes the history meanwhile (a
-//! compaction, a write that failed, the session let go) voids the loan,
-//! and the messages given back are dropped: the next read is the table's.
-//! Beside a history the cache keeps its memo (the messages as the model
-//! was last sent them, see `llm/memo.rs`), lent and given back with it.
+//! compaction, a write that failed, the session let go, the budget) voids
+//! the loan, and the messages given back are dropped: the next read is the
+//! table's. A turn that ends without its answer gives the history back as
+//! it was lent. Beside a history the cache keeps its memo (the messages as
+//! the model was last sent them, see `llm/memo.rs`), shared with the turn
+//! that borrows it.
 //!
-//! The cache holds at most [`BUDGET`] bytes of messages (about: their
-//! texts, plus a fixed amount each); past it the least recently used
-//! histories are dropped.
+//! The cache holds at most [`BUDGET`] bytes of messages and memos (about:
+//! their texts, plus a fixed amount each message); past it the least
+//! recently used histories not lent are dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,7 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::compactions::HistoryView;
 use crate::llm::{Message, WireMemo};
 
-/// About the most bytes of messages the cache keeps.
+/// About the most bytes of messages (and their memos) the cache keeps.
 pub const BUDGET: usize = 64 << 20;
 
 /// What a message costs besides its texts (its enum, vectors, allocations).
@@ -79,8 +81,8 @@ struct Loaded {
     /// The loan the messages are out on.
     lent: Option<u64>,
     /// The messages as the model was last sent them (see `llm/memo.rs`):
-    /// lent and given back with them, started again when they change
-    /// other than by growing.
+    /// shared with the turn that borrows them, started again when they
+    /// change other than by growing.
     memo: Arc<WireMemo>,
     /// The memo's bytes when last counted in `bytes`.
     memo_bytes: usize,
@@ -278,6 +280,9 @@ impl Histories {
         };
         match messages {
             Some(messages) if messages.len() == loaded.len() => {
+                // The memo may hold more: the messages of a turn that
+                // failed, which the history does not.
+                loaded.memo.truncate(messages.len());
                 loaded.view.messages = messages;
                 loaded.lent = None;
                 let memo_bytes = loaded.memo.bytes();
@@ -459,14 +464,17 @@ impl Inner {
     }
 
     /// Over the budget: drops the least recently used histories (other than
-    /// `keep`'s, just used) until a quarter of the budget is free again.
+    /// `keep`'s, just used, and those lent: their turns hold them) until a
+    /// quarter of the budget is free again.
     fn trim(&mut self, keep: &str) {
         let budget = self.budget.unwrap_or(BUDGET);
         if self.bytes <= budget {
             return;
         }
         let mut loaded: Vec<(u64, String)> = (self.entries.iter())
-            .filter(|(key, e)| e.loaded.is_some() && key.as_str() != keep)
+            .filter(|(key, e)| {
+                e.loaded.as_ref().is_some_and(|l| l.lent.is_none()) && key.as_str() != keep
+            })
             .map(|(key, e)| (e.used, key.clone()))
             .collect();
         loaded.sort_unstable();

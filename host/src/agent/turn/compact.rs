@@ -129,13 +129,14 @@ impl Conversation {
     /// The turn's own messages, from its user message on (what the
     /// session's history gains), and the history to give back to the store
     /// once they are committed (if it was lent).
-    pub fn into_own(self) -> (Vec<Message>, Option<Borrowed>) {
-        let mut messages = match Arc::try_unwrap(self.messages) {
+    pub fn into_own(mut self) -> (Vec<Message>, Option<Borrowed>) {
+        let loan = self.loan.take();
+        let mut messages = match Arc::try_unwrap(std::mem::take(&mut self.messages)) {
             Ok(messages) => messages,
             Err(shared) => return (shared[self.turn_start..].to_vec(), None),
         };
         let own = messages.split_off(self.turn_start);
-        let borrowed = self.loan.map(|loan| {
+        let borrowed = loan.map(|loan| {
             // The system prompt is the turn's, not the history's.
             messages.drain(..self.start);
             Borrowed {
@@ -152,6 +153,22 @@ impl Conversation {
         (messages.iter())
             .rposition(|m| matches!(m, Message::Assistant { .. }))
             .unwrap_or(messages.len())
+    }
+}
+
+impl Drop for Conversation {
+    /// A turn that ends without its answer (it failed, or was stopped)
+    /// commits none of its messages: the history goes back to the store as
+    /// it was lent, so the next turn does not read it from the table.
+    fn drop(&mut self) {
+        let Some(loan) = self.loan.take() else { return };
+        // Shared (a request still holds it): the loan is void.
+        let Some(messages) = Arc::get_mut(&mut self.messages) else {
+            return;
+        };
+        messages.truncate(self.turn_start);
+        messages.drain(..self.start);
+        loan.give_back(std::mem::take(messages));
     }
 }
 
