@@ -12,7 +12,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wasmclaw::agent::AgentConfig;
+use wasmclaw::agent::{AgentConfig, TurnOutcome};
+use wasmclaw::core::Core;
 use wasmclaw::llm::Message;
 use wasmclaw::protocol::{Accepted, InterruptMode, Op, Target, TurnStatus};
 use wasmclaw::scheduler::SchedulerConfig;
@@ -209,26 +210,8 @@ async fn a_history_served_from_memory_is_always_what_the_store_holds() {
 
     // Stopped while its tool call waits at a gate.
     fake.push(gate_calls(&[("c2", "held")]));
-    let op = Op::UserMessage {
-        session: "s".into(),
-        content: "this one is stopped".into(),
-        agent: None,
-    };
-    let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await.unwrap()
-    else {
-        panic!("the turn starts");
-    };
-    gates.wait_started("held", LIMIT).await;
-    core.submit(Op::Interrupt {
-        target: Target::Turn(turn_id),
-        mode: InterruptMode::Hard,
-    })
-    .await
-    .unwrap();
-    let stopped = tokio::time::timeout(LIMIT, watch.ended())
-        .await
-        .unwrap()
-        .unwrap();
+    let held = gates.wait_started("held", LIMIT);
+    let stopped = interrupted(&core, "this one is stopped", InterruptMode::Hard, held).await;
     assert_eq!(stopped.status, TurnStatus::Aborted);
     let before_let_go = in_step("a stopped turn").await;
 
@@ -246,6 +229,32 @@ async fn a_history_served_from_memory_is_always_what_the_store_holds() {
     let last = in_step("a turn after the reload").await;
     let history: Vec<wasmclaw::llm::Message> = serde_json::from_str(&last).unwrap();
     assert_eq!(history.len(), 2 + 2 + 4 + 2, "{last}");
+}
+
+/// A turn of session `s` with `content`, interrupted with `mode` once
+/// `ready` is done: how it ended.
+async fn interrupted(
+    core: &Core,
+    content: &str,
+    mode: InterruptMode,
+    ready: impl Future,
+) -> TurnOutcome {
+    let op = Op::UserMessage {
+        session: "s".into(),
+        content: content.into(),
+        agent: None,
+    };
+    let (Accepted::Started { turn_id }, Some(mut watch)) = core.submit_watched(op).await.unwrap()
+    else {
+        panic!("the turn starts");
+    };
+    ready.await;
+    let target = Target::Turn(turn_id);
+    core.submit(Op::Interrupt { target, mode }).await.unwrap();
+    tokio::time::timeout(LIMIT, watch.ended())
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 /// A turn borrows its session's history from the store's memory and gives
@@ -310,23 +319,8 @@ async fn a_turn_that_ends_without_its_answer_leaves_the_history_in_memory() {
 
     // Stopped while its tool call waits at a gate.
     fake.push(gate_calls(&[("c1", "held")]));
-    let (Accepted::Started { turn_id }, Some(mut watch)) = core
-        .submit_watched(op("this one is stopped"))
-        .await
-        .unwrap()
-    else {
-        panic!("the turn starts");
-    };
-    gates.wait_started("held", LIMIT).await;
-    let hard = Op::Interrupt {
-        target: Target::Turn(turn_id),
-        mode: InterruptMode::Hard,
-    };
-    core.submit(hard).await.unwrap();
-    let stopped = tokio::time::timeout(LIMIT, watch.ended())
-        .await
-        .unwrap()
-        .unwrap();
+    let held = gates.wait_started("held", LIMIT);
+    let stopped = interrupted(&core, "this one is stopped", InterruptMode::Hard, held).await;
     assert_eq!(stopped.status, TurnStatus::Aborted);
     in_memory("a stopped turn").await;
 
@@ -336,26 +330,16 @@ async fn a_turn_that_ends_without_its_answer_leaves_the_history_in_memory() {
     let text = "an answer the user cuts short";
     fake.push(Reply::PauseMidStream(pause.clone(), text.into()));
     drain(&mut events);
-    let (Accepted::Started { turn_id }, Some(mut watch)) = core
-        .submit_watched(op("this one is wound down"))
-        .await
-        .unwrap()
-    else {
-        panic!("the turn starts");
-    };
-    until(&mut events, LIMIT, |e| {
+    let streaming = until(&mut events, LIMIT, |e| {
         e.body.kind().as_str() == "llm_delta"
-    })
+    });
+    let wound = interrupted(
+        &core,
+        "this one is wound down",
+        InterruptMode::Graceful,
+        streaming,
+    )
     .await;
-    let graceful = Op::Interrupt {
-        target: Target::Turn(turn_id),
-        mode: InterruptMode::Graceful,
-    };
-    core.submit(graceful).await.unwrap();
-    let wound = tokio::time::timeout(LIMIT, watch.ended())
-        .await
-        .unwrap()
-        .unwrap();
     assert_eq!(
         (wound.status, wound.reason.as_str()),
         (TurnStatus::Completed, "interrupted")
