@@ -1674,6 +1674,41 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn a_lent_history_is_not_trimmed_to_the_budget() {
+        let store = Store::open_in_memory().unwrap();
+        let long = "x".repeat(1000);
+        let _holds: Vec<HistoryHold> = ["a", "b", "c"]
+            .iter()
+            .map(|s| store.hold_history(s))
+            .collect();
+        for (i, session) in ["a", "b", "c"].iter().enumerate() {
+            let record = turn(
+                session,
+                &format!("t{i}"),
+                TurnStatus::Completed,
+                "2026-01-01T00:00:01.000Z",
+            );
+            store
+                .commit_turn(&record, &[Message::user(long.clone())])
+                .await
+                .unwrap();
+        }
+        store.histories.set_budget(2 * 1100);
+        // a, the least recently used, is lent: trimming for c drops b
+        // (a's turn holds its messages: dropping it would free nothing).
+        let (view, loan) = store.lend_history("a").await.unwrap();
+        for session in ["b", "c"] {
+            store.history(session).await.unwrap();
+        }
+        loan.unwrap().give_back(view.messages);
+        assert_eq!(
+            store.histories.get("a").map(|view| view.messages),
+            Some(vec![Message::user(long.clone())])
+        );
+        assert!(store.histories.get("b").is_none());
+    }
+
+    #[tokio::test]
     async fn held_histories_keep_to_their_budget_least_recently_used_first() {
         let store = Store::open_in_memory().unwrap();
         let long = "x".repeat(1000);
