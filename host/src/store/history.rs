@@ -22,9 +22,8 @@
 //! and the turn gives them back, with what it added, once its commit is
 //! written ([`Loan::give_back`]). While a history is lent, other
 //! readers read the table. Whatever else changes the history meanwhile (a
-//! compaction, a write that failed, the session let go, the budget) voids
-//! the loan, and the messages given back are dropped: the next read is the
-//! table's. A turn that ends without its answer gives the history back as
+//! compaction, a write that failed, the session let go) voids the loan,
+//! and the messages given back are dropped: the next read is the table's. A turn that ends without its answer gives the history back as
 //! it was lent. Beside a history the cache keeps its memo (the messages as
 //! the model was last sent them, see `llm/memo.rs`), shared with the turn
 //! that borrows it.
@@ -115,7 +114,7 @@ impl std::fmt::Debug for Loan {
 }
 
 impl Loan {
-    /// The memo of the history's wire form, which goes back with it.
+    /// The memo of the history's wire form, shared with the cache.
     pub fn memo(&self) -> Arc<WireMemo> {
         self.memo.clone()
     }

@@ -48,8 +48,9 @@ pub(super) struct Conversation {
     /// held): given back with the turn's messages after its commit.
     loan: Option<Loan>,
     /// The messages after the system prompt as the model was sent them
-    /// (see `llm/memo.rs`): the history's, lent with it, else the turn's
-    /// own; started again when the messages change other than by growing.
+    /// (see `llm/memo.rs`): the one the store keeps beside the history it
+    /// lent, else the turn's own; started again when the messages change
+    /// other than by growing.
     memo: Arc<WireMemo>,
     /// Where the messages after the system prompt start.
     after_prompt: usize,
