@@ -19,6 +19,7 @@ use super::body::{Fragments, object_for, to_json};
 use super::client::Endpoint;
 use super::http::{Exchange, Flow, WireError, error_envelope, error_event, is_json, snippet};
 use super::limits::CallLimits;
+use super::memo::{MemoRef, WireMemo};
 use super::types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, ToolDef,
     Usage, valid_arguments,
@@ -95,9 +96,13 @@ impl Anthropic {
     }
 }
 
+/// The wire format's name in a [`WireMemo`].
+const FORMAT: &str = "anthropic";
+
 /// The request body, written straight to bytes; the system prompt (the
 /// leading system messages) and the tool list are serialized once, in
-/// `fragments`.
+/// `fragments`, and the turns that a memo of the conversation holds (see
+/// `llm/memo.rs`) are copied from it.
 pub fn request_body(
     config: &ProviderConfig,
     request: &ChatRequest,
@@ -106,6 +111,32 @@ pub fn request_body(
     let leading = (request.messages.iter())
         .take_while(|m| matches!(m, Message::System { .. }))
         .count();
+    let memo = MemoRef::of(request.memo.as_ref(), &request.messages, leading);
+    let body = body(config, request, fragments, leading, memo);
+    // Every debug build (the tests) checks that the memo gave the body
+    // that serializing the whole request gives.
+    #[cfg(debug_assertions)]
+    if memo.is_some() {
+        let whole = self::body(config, request, fragments, leading, None);
+        assert!(
+            body == whole,
+            "the memo of the conversation is stale:\n{}\n{}",
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(&whole)
+        );
+    }
+    body
+}
+
+/// [`request_body`], with the memo of the messages after the `leading`
+/// system messages.
+fn body(
+    config: &ProviderConfig,
+    request: &ChatRequest,
+    fragments: &Fragments,
+    leading: usize,
+    memo: Option<&WireMemo>,
+) -> Vec<u8> {
     let system = match &request.messages[..leading] {
         [] => None,
         [Message::System { content }] => Some(fragments.prompt(content, |p| to_json(&p))),
@@ -126,7 +157,20 @@ pub fn request_body(
         "max_tokens",
         &request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
     );
-    body.array("messages", None, turns(&request.messages[leading..]));
+    let rest = &request.messages[leading..];
+    match memo {
+        // A turn is final once the next has begun: the last may grow.
+        Some(memo) => body.array_with(
+            "messages",
+            None,
+            Some(|out: &mut Vec<u8>| memo.write(FORMAT, rest, out, turns, false)),
+        ),
+        None => body.array(
+            "messages",
+            None,
+            turns(rest).into_iter().map(|(_, turn)| turn),
+        ),
+    }
     if let Some(system) = &system {
         body.raw("system", system);
     }
@@ -208,10 +252,12 @@ fn input(arguments: &str) -> &RawValue {
 /// The conversation after the system prompt as alternating messages: tool
 /// calls become `tool_use` blocks, consecutive tool results one user
 /// message of `tool_result` blocks, consecutive messages of one role are
-/// merged, and a later system message becomes user text.
-fn turns(messages: &[Message]) -> Vec<WireTurn<'_>> {
-    let mut turns: Vec<(&'static str, Vec<WireBlock<'_>>)> = Vec::new();
-    for message in messages {
+/// merged, and a later system message becomes user text. Each with how
+/// many of `messages` it and those before stand for: up to where the next
+/// begins (a message with nothing to send goes with the one before).
+fn turns(messages: &[Message]) -> Vec<(usize, WireTurn<'_>)> {
+    let mut turns: Vec<(usize, &'static str, Vec<WireBlock<'_>>)> = Vec::new();
+    for (at, message) in messages.iter().enumerate() {
         let (role, blocks) = match message {
             Message::System { content } | Message::User { content } => {
                 ("user", text_block(content))
@@ -246,17 +292,21 @@ fn turns(messages: &[Message]) -> Vec<WireTurn<'_>> {
         };
         match turns.last_mut() {
             _ if blocks.is_empty() => {}
-            Some((last, merged)) if *last == role => merged.extend(blocks),
-            _ => turns.push((role, blocks)),
+            Some((_, last, merged)) if *last == role => merged.extend(blocks),
+            _ => turns.push((at, role, blocks)),
         }
     }
-    (turns.into_iter())
-        .map(|(role, mut blocks)| {
+    // Where each turn's messages end: where the next one's begin.
+    let ends: Vec<usize> = (turns.iter().skip(1).map(|(start, ..)| *start))
+        .chain([messages.len()])
+        .collect();
+    (turns.into_iter().zip(ends))
+        .map(|((_, role, mut blocks), end)| {
             let content = match blocks.as_slice() {
                 [WireBlock::Text { text }] => Content::Text(text),
                 _ => Content::Blocks(std::mem::take(&mut blocks)),
             };
-            WireTurn { role, content }
+            (end, WireTurn { role, content })
         })
         .collect()
 }
@@ -633,6 +683,61 @@ mod tests {
             }
         }
         (acc.finish(), deltas)
+    }
+
+    #[test]
+    fn a_conversations_memo_keeps_whole_turns_and_a_turn_that_grows_is_sent_grown() {
+        let fragments = Fragments::default();
+        let memo = Arc::<WireMemo>::default();
+        let sent = |conversation: &Arc<Vec<Message>>| -> Value {
+            let request = ChatRequest {
+                messages: conversation.clone(),
+                memo: Some(MemoRef {
+                    memo: memo.clone(),
+                    messages: conversation.clone(),
+                    from: 1,
+                }),
+                ..ChatRequest::default()
+            };
+            let body: Value =
+                serde_json::from_slice(&request_body(&config(true), &request, &fragments)).unwrap();
+            let whole = ChatRequest {
+                memo: None,
+                ..request
+            };
+            assert_eq!(body, self::body(&config(true), &whole));
+            body["messages"].clone()
+        };
+        let mut conversation = Arc::new(vec![
+            Message::system("be brief"),
+            Message::user("read a and b"),
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![call("t1", r#"{"path":"a"}"#), call("t2", r#"{"path":"b"}"#)],
+            },
+            result("t1", "A", false),
+        ]);
+        // The last turn (one tool result) is not kept: the next result
+        // joins it, and a user message after them too.
+        assert_eq!(sent(&conversation).as_array().unwrap().len(), 3);
+        let kept = memo.bytes();
+        Arc::make_mut(&mut conversation).push(result("t2", "B", true));
+        let grown = sent(&conversation);
+        assert_eq!(grown[2]["content"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            memo.bytes(),
+            kept,
+            "the turn that may still grow is not kept"
+        );
+        Arc::make_mut(&mut conversation).push(Message::user("and now?"));
+        let grown = sent(&conversation);
+        assert_eq!(grown[2]["content"].as_array().unwrap().len(), 3);
+        // An answer begins a turn: the user's before it is final, kept.
+        Arc::make_mut(&mut conversation).push(Message::assistant("done"));
+        assert_eq!(sent(&conversation).as_array().unwrap().len(), 4);
+        assert!(memo.bytes() > kept);
+        Arc::make_mut(&mut conversation).push(Message::user("thanks"));
+        assert_eq!(sent(&conversation)[4]["content"], "thanks");
     }
 
     #[test]

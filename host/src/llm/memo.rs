@@ -4,9 +4,9 @@
 //! A turn sends its session's whole history with every model call, and
 //! the history only grows between compactions: serialized again at each
 //! call, the messages were a tenth of a tool turn's work with 50 turns in
-//! the session, and grow with it. A [`WireMemo`] keeps the JSON of each
-//! message a provider wrote, so the next request copies those bytes and
-//! serializes only the messages added since.
+//! the session, and grow with it. A [`WireMemo`] keeps the JSON a provider
+//! wrote for them, so the next request copies those bytes and serializes
+//! only the messages added since.
 //!
 //! The memo is the conversation's: the turn keeps it, the store keeps it
 //! beside the session's history between turns (and forgets it with the
@@ -21,16 +21,22 @@
 //! a compaction's summary (a system message the provider takes for the
 //! prompt: the memo starts after the prompt the turn gave).
 //!
-//! Only the OpenAI format writes one: Anthropic's puts consecutive tool
-//! results in one message, so its messages are not the conversation's one
-//! to one. A memo holds one format at a time, and starts again in another.
+//! The JSON is kept by item of the format's list: OpenAI's messages are
+//! the conversation's one to one; Anthropic's alternate user and
+//! assistant, each of one or more of the conversation's (consecutive tool
+//! results are one), so its last is not kept: the next message may join
+//! it. A memo holds one format at a time, and starts again in another.
 
 use std::sync::{Arc, Mutex};
 
+use serde::Serialize;
+
 use super::types::Message;
 
-/// The JSON of a conversation's messages, each as a provider's wire
-/// format writes it, from the first message after the system prompt.
+/// The JSON of a conversation's messages as a provider's wire format
+/// writes them, from the first message after the system prompt: a list of
+/// items (OpenAI: one a message; Anthropic: one a turn of the alternating
+/// user and assistant messages, which may take several).
 #[derive(Default)]
 pub struct WireMemo {
     inner: Mutex<Memo>,
@@ -40,10 +46,27 @@ pub struct WireMemo {
 struct Memo {
     /// The wire format the JSON is in.
     format: &'static str,
-    /// The messages' JSON, separated by commas.
+    /// The items' JSON, separated by commas.
     json: Vec<u8>,
-    /// Where each message's JSON ends in `json`.
-    ends: Vec<usize>,
+    /// After each item: how many messages the items so far stand for, and
+    /// where its JSON ends in `json`.
+    ends: Vec<End>,
+}
+
+#[derive(Clone, Copy)]
+struct End {
+    messages: usize,
+    json: usize,
+}
+
+impl Memo {
+    /// Keeps the items that stand for the first `messages` at most.
+    fn keep(&mut self, messages: usize) {
+        let kept = self.ends.partition_point(|end| end.messages <= messages);
+        self.ends.truncate(kept);
+        let json = self.ends.last().map_or(0, |end| end.json);
+        self.json.truncate(json);
+    }
 }
 
 impl std::fmt::Debug for WireMemo {
@@ -100,31 +123,30 @@ impl WireMemo {
     /// The bytes it keeps.
     pub fn bytes(&self) -> usize {
         let memo = self.lock();
-        memo.json.len() + memo.ends.len() * size_of::<usize>()
+        memo.json.len() + memo.ends.len() * size_of::<End>()
     }
 
-    /// Keeps the first `messages` only: the list it stands for is now that
-    /// long (a turn that failed gives back the history without its own
-    /// messages, which the memo may hold).
+    /// Keeps what stands for the first `messages` only: the list it stands
+    /// for is now that long (a turn that failed gives back the history
+    /// without its own messages, which the memo may hold).
     pub fn truncate(&self, messages: usize) {
-        let mut memo = self.lock();
-        if memo.ends.len() > messages {
-            memo.ends.truncate(messages);
-            let kept = memo.ends.last().copied().unwrap_or(0);
-            memo.json.truncate(kept);
-        }
+        self.lock().keep(messages);
     }
 
-    /// Writes the JSON of `messages` to `out`, separated by commas: the
-    /// messages the memo holds in `format` as it holds them, the others
-    /// with `write`, and keeps those. `messages` must be the ones the memo
-    /// stands for (see [`MemoRef::of`]).
-    pub fn write(
+    /// Writes the JSON items of `messages` to `out`, separated by commas:
+    /// those the memo holds in `format` as it holds them, then the items
+    /// `items` makes of the messages after those. `items` gives each item
+    /// with how many of those messages the items so far stand for; all are
+    /// kept if `last_final`, else all but the last (a later message may
+    /// join it). `messages` must be the ones the memo stands for (see
+    /// [`MemoRef::of`]).
+    pub fn write<'m, T: Serialize>(
         &self,
         format: &'static str,
-        messages: &[Message],
+        messages: &'m [Message],
         out: &mut Vec<u8>,
-        mut write: impl FnMut(&Message, &mut Vec<u8>),
+        items: impl FnOnce(&'m [Message]) -> Vec<(usize, T)>,
+        last_final: bool,
     ) {
         let mut memo = self.lock();
         if memo.format != format {
@@ -133,21 +155,29 @@ impl WireMemo {
                 ..Memo::default()
             };
         }
-        let known = memo.ends.len().min(messages.len());
-        memo.ends.truncate(known);
-        let kept = memo.ends.last().copied().unwrap_or(0);
-        memo.json.truncate(kept);
+        memo.keep(messages.len());
+        let known = memo.ends.last().map_or(0, |end| end.messages);
         out.extend_from_slice(&memo.json);
-        for message in &messages[known..] {
-            if !memo.json.is_empty() {
+        let mut first = memo.json.is_empty();
+        let items = items(&messages[known..]);
+        let last = items.len().saturating_sub(1);
+        for (i, (covered, item)) in items.into_iter().enumerate() {
+            if !std::mem::take(&mut first) {
                 out.push(b',');
-                memo.json.push(b',');
             }
             let start = out.len();
-            write(message, out);
-            memo.json.extend_from_slice(&out[start..]);
-            let end = memo.json.len();
-            memo.ends.push(end);
+            serde_json::to_writer(&mut *out, &item).expect("a message serializes");
+            if last_final || i < last {
+                if !memo.json.is_empty() {
+                    memo.json.push(b',');
+                }
+                memo.json.extend_from_slice(&out[start..]);
+                let end = End {
+                    messages: known + covered,
+                    json: memo.json.len(),
+                };
+                memo.ends.push(end);
+            }
         }
     }
 }
@@ -170,13 +200,19 @@ mod tests {
     fn each_message_is_serialized_once_then_copied() {
         let memo = WireMemo::default();
         let serialized = Cell::new(0);
-        let write = |message: &Message, out: &mut Vec<u8>| {
-            serialized.set(serialized.get() + 1);
-            serde_json::to_writer(out, message).unwrap();
+        // One item a message, counted as made.
+        let write = |messages: &[Message]| -> Vec<(usize, Message)> {
+            serialized.set(serialized.get() + messages.len());
+            messages
+                .iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, m)| (i + 1, m))
+                .collect()
         };
         let mut messages = vec![Message::user("a \"quoted\""), Message::assistant("b")];
         let mut out = b"[".to_vec();
-        memo.write("openai", &messages, &mut out, write);
+        memo.write("openai", &messages, &mut out, write, true);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             format!("[{}", joined(&messages))
@@ -185,32 +221,75 @@ mod tests {
 
         messages.push(Message::user("c"));
         let mut out = Vec::new();
-        memo.write("openai", &messages, &mut out, write);
+        memo.write("openai", &messages, &mut out, write, true);
         assert_eq!(String::from_utf8(out).unwrap(), joined(&messages));
         assert_eq!(serialized.get(), 3);
 
         // Another format: every message is serialized again, and kept.
         let mut out = Vec::new();
-        memo.write("anthropic", &messages, &mut out, write);
+        memo.write("anthropic", &messages, &mut out, write, true);
         assert_eq!(serialized.get(), 6);
         // Fewer messages than it holds (not for a list it stands for, but
         // kept right): the first ones.
         let mut out = Vec::new();
-        memo.write("anthropic", &messages[..1], &mut out, write);
+        memo.write("anthropic", &messages[..1], &mut out, write, true);
         assert_eq!(String::from_utf8(out).unwrap(), joined(&messages[..1]));
         assert_eq!(serialized.get(), 6);
         assert!(memo.bytes() >= joined(&messages[..1]).len());
 
         // Cut to a shorter list (a history given back without a failed
         // turn's messages): what follows is serialized again.
-        memo.write("openai", &messages, &mut Vec::new(), write);
+        memo.write("openai", &messages, &mut Vec::new(), write, true);
         assert_eq!(serialized.get(), 9);
         memo.truncate(1);
         messages[1] = Message::assistant("another b");
         let mut out = Vec::new();
-        memo.write("openai", &messages, &mut out, write);
+        memo.write("openai", &messages, &mut out, write, true);
         assert_eq!(String::from_utf8(out).unwrap(), joined(&messages));
         assert_eq!(serialized.get(), 11);
+    }
+
+    #[test]
+    fn an_item_of_several_messages_is_kept_once_final_and_written_again_till_then() {
+        let memo = WireMemo::default();
+        // Items of two messages each; the last one not final.
+        let pairs = |messages: &[Message]| -> Vec<(usize, String)> {
+            (messages.chunks(2).enumerate())
+                .map(|(i, pair)| ((2 * i + 2).min(messages.len()), format!("{pair:?}")))
+                .collect()
+        };
+        let messages: Vec<Message> = (0..5).map(|i| Message::user(format!("m{i}"))).collect();
+        let whole = |messages: &[Message]| {
+            let items: Vec<String> = pairs(messages).into_iter().map(|(_, item)| item).collect();
+            serde_json::to_string(&items).unwrap()
+        };
+        for n in [1, 2, 3, 5, 4, 5] {
+            let mut out = b"[".to_vec();
+            memo.write("test", &messages[..n], &mut out, pairs, false);
+            out.push(b']');
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                whole(&messages[..n]),
+                "{n} messages"
+            );
+        }
+        // Of 5 messages: the items of 0-1 and 2-3 are final, kept.
+        let kept = memo
+            .lock()
+            .ends
+            .iter()
+            .map(|end| end.messages)
+            .collect::<Vec<_>>();
+        assert_eq!(kept, [2, 4]);
+        memo.truncate(3);
+        assert_eq!(
+            memo.lock()
+                .ends
+                .iter()
+                .map(|end| end.messages)
+                .collect::<Vec<_>>(),
+            [2]
+        );
     }
 
     #[test]

@@ -145,11 +145,8 @@ fn body(
     body.field("model", &request.model.as_deref().unwrap_or(&config.model));
     match memo {
         Some(memo) => {
-            let one = |message: &Message, out: &mut Vec<u8>| {
-                serde_json::to_writer(out, &Wire::of(message)).expect("a message serializes");
-            };
             let messages = (!rest.is_empty())
-                .then_some(|out: &mut Vec<u8>| memo.write(FORMAT, rest, out, one));
+                .then_some(|out: &mut Vec<u8>| memo.write(FORMAT, rest, out, memo_items, true));
             body.array_with("messages", system.as_deref(), messages);
         }
         None => body.array("messages", system.as_deref(), rest.iter().map(Wire::of)),
@@ -173,6 +170,13 @@ fn body(
         body.raw("stream_options", r#"{"include_usage":true}"#);
     }
     body.finish()
+}
+
+/// The items a memo keeps of `messages`: one a message, each final.
+fn memo_items(messages: &[Message]) -> Vec<(usize, Wire<'_>)> {
+    (messages.iter().enumerate())
+        .map(|(i, message)| (i + 1, Wire::of(message)))
+        .collect()
 }
 
 /// A message as the API takes it.
