@@ -135,7 +135,7 @@ fn body(
     request: &ChatRequest,
     fragments: &Fragments,
     leading: usize,
-    memo: Option<&WireMemo>,
+    memo: Option<(&WireMemo, usize)>,
 ) -> Vec<u8> {
     let system = match &request.messages[..leading] {
         [] => None,
@@ -160,10 +160,10 @@ fn body(
     let rest = &request.messages[leading..];
     match memo {
         // A turn is final once the next has begun: the last may grow.
-        Some(memo) => body.array_with(
+        Some((memo, skip)) => body.array_with(
             "messages",
             None,
-            Some(|out: &mut Vec<u8>| memo.write(FORMAT, rest, out, turns, false)),
+            Some(|out: &mut Vec<u8>| memo.write(FORMAT, skip, rest, out, turns, false)),
         ),
         None => body.array(
             "messages",
@@ -738,6 +738,64 @@ mod tests {
         assert!(memo.bytes() > kept);
         Arc::make_mut(&mut conversation).push(Message::user("thanks"));
         assert_eq!(sent(&conversation)[4]["content"], "thanks");
+    }
+
+    #[test]
+    fn a_compacted_conversations_memo_starts_after_the_summary() {
+        let fragments = Fragments::default();
+        let memo = Arc::<WireMemo>::default();
+        // The prompt, then the history: a summary (sent in `system`), ...
+        let mut conversation = Arc::new(vec![
+            Message::system("be brief"),
+            Message::system("Summary: the user asked for a and b."),
+            Message::user("and c?"),
+            Message::assistant("c is 3"),
+            Message::user("thanks"),
+        ]);
+        let sent = |conversation: &Arc<Vec<Message>>| {
+            let request = ChatRequest {
+                messages: conversation.clone(),
+                memo: Some(MemoRef {
+                    memo: memo.clone(),
+                    messages: conversation.clone(),
+                    from: 1,
+                }),
+                ..ChatRequest::default()
+            };
+            let body: Value =
+                serde_json::from_slice(&request_body(&config(true), &request, &fragments)).unwrap();
+            assert_eq!(
+                body,
+                self::body(
+                    &config(true),
+                    &ChatRequest {
+                        memo: None,
+                        ..request
+                    }
+                )
+            );
+            body
+        };
+        let body = sent(&conversation);
+        assert_eq!(
+            body["system"],
+            "be brief\n\nSummary: the user asked for a and b."
+        );
+        let kept = memo.bytes();
+        assert!(kept > 0, "the turns before the last are kept");
+        Arc::make_mut(&mut conversation).push(Message::assistant("you're welcome"));
+        Arc::make_mut(&mut conversation).push(Message::user("bye"));
+        assert_eq!(sent(&conversation)["messages"][4]["content"], "bye");
+        assert!(memo.bytes() > kept);
+        // A history given back with its first three messages only (a turn
+        // failed): cut to what stands for them, the summary counted.
+        memo.truncate(3);
+        let kept: usize = memo.bytes();
+        conversation = Arc::new(conversation[..4].to_vec());
+        let messages = sent(&conversation)["messages"].clone();
+        assert_eq!(messages.as_array().unwrap().len(), 2);
+        assert_eq!(messages[1]["content"], "c is 3");
+        assert!(memo.bytes() >= kept);
     }
 
     #[test]

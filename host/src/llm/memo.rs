@@ -17,15 +17,17 @@
 //! way is serialized whole, as before: while a tool result in the history
 //! is cut to fit the window (until a compaction), when the largest are
 //! left out, at a turn's last call (its note), when a hook rewrites the
-//! request. So is a conversation without a system prompt that starts with
-//! a compaction's summary (a system message the provider takes for the
-//! prompt: the memo starts after the prompt the turn gave).
+//! request.
 //!
 //! The JSON is kept by item of the format's list: OpenAI's messages are
 //! the conversation's one to one; Anthropic's alternate user and
 //! assistant, each of one or more of the conversation's (consecutive tool
 //! results are one), so its last is not kept: the next message may join
-//! it. A memo holds one format at a time, and starts again in another.
+//! it. A format may send the first of the memo's messages as its system
+//! prompt (a compaction's summary: Anthropic takes every leading system
+//! message, OpenAI the first when the turn gave no prompt); the memo then
+//! starts after it. A memo holds one format (and start) at a time, and
+//! starts again in another.
 
 use std::sync::{Arc, Mutex};
 
@@ -46,6 +48,9 @@ pub struct WireMemo {
 struct Memo {
     /// The wire format the JSON is in.
     format: &'static str,
+    /// The messages the format's list leaves out first (it sends them as
+    /// its system prompt: a compaction's summary, to Anthropic).
+    skip: usize,
     /// The items' JSON, separated by commas.
     json: Vec<u8>,
     /// After each item: how many messages the items so far stand for, and
@@ -103,14 +108,17 @@ impl std::fmt::Debug for MemoRef {
 }
 
 impl MemoRef {
-    /// The memo, if it stands for `messages` and begins at `from`.
+    /// The memo, if it stands for `messages`, and how many of its messages
+    /// a format whose list begins at `start` leaves out (see
+    /// [`WireMemo::write`]).
     pub fn of<'a>(
         memo: Option<&'a MemoRef>,
         messages: &Arc<Vec<Message>>,
-        from: usize,
-    ) -> Option<&'a WireMemo> {
+        start: usize,
+    ) -> Option<(&'a WireMemo, usize)> {
         let memo = memo?;
-        (Arc::ptr_eq(&memo.messages, messages) && memo.from == from).then_some(&*memo.memo)
+        let skip = start.checked_sub(memo.from)?;
+        Arc::ptr_eq(&memo.messages, messages).then_some((&*memo.memo, skip))
     }
 }
 
@@ -130,7 +138,9 @@ impl WireMemo {
     /// for is now that long (a turn that failed gives back the history
     /// without its own messages, which the memo may hold).
     pub fn truncate(&self, messages: usize) {
-        self.lock().keep(messages);
+        let mut memo = self.lock();
+        let kept = messages.saturating_sub(memo.skip);
+        memo.keep(kept);
     }
 
     /// Writes the JSON items of `messages` to `out`, separated by commas:
@@ -138,20 +148,22 @@ impl WireMemo {
     /// `items` makes of the messages after those. `items` gives each item
     /// with how many of those messages the items so far stand for; all are
     /// kept if `last_final`, else all but the last (a later message may
-    /// join it). `messages` must be the ones the memo stands for (see
-    /// [`MemoRef::of`]).
+    /// join it). `messages` must be the ones the memo stands for, but the
+    /// first `skip` (see [`MemoRef::of`]).
     pub fn write<'m, T: Serialize>(
         &self,
         format: &'static str,
+        skip: usize,
         messages: &'m [Message],
         out: &mut Vec<u8>,
         items: impl FnOnce(&'m [Message]) -> Vec<(usize, T)>,
         last_final: bool,
     ) {
         let mut memo = self.lock();
-        if memo.format != format {
+        if (memo.format, memo.skip) != (format, skip) {
             *memo = Memo {
                 format,
+                skip,
                 ..Memo::default()
             };
         }
@@ -212,7 +224,7 @@ mod tests {
         };
         let mut messages = vec![Message::user("a \"quoted\""), Message::assistant("b")];
         let mut out = b"[".to_vec();
-        memo.write("openai", &messages, &mut out, write, true);
+        memo.write("openai", 0, &messages, &mut out, write, true);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             format!("[{}", joined(&messages))
@@ -221,30 +233,30 @@ mod tests {
 
         messages.push(Message::user("c"));
         let mut out = Vec::new();
-        memo.write("openai", &messages, &mut out, write, true);
+        memo.write("openai", 0, &messages, &mut out, write, true);
         assert_eq!(String::from_utf8(out).unwrap(), joined(&messages));
         assert_eq!(serialized.get(), 3);
 
         // Another format: every message is serialized again, and kept.
         let mut out = Vec::new();
-        memo.write("anthropic", &messages, &mut out, write, true);
+        memo.write("anthropic", 0, &messages, &mut out, write, true);
         assert_eq!(serialized.get(), 6);
         // Fewer messages than it holds (not for a list it stands for, but
         // kept right): the first ones.
         let mut out = Vec::new();
-        memo.write("anthropic", &messages[..1], &mut out, write, true);
+        memo.write("anthropic", 0, &messages[..1], &mut out, write, true);
         assert_eq!(String::from_utf8(out).unwrap(), joined(&messages[..1]));
         assert_eq!(serialized.get(), 6);
         assert!(memo.bytes() >= joined(&messages[..1]).len());
 
         // Cut to a shorter list (a history given back without a failed
         // turn's messages): what follows is serialized again.
-        memo.write("openai", &messages, &mut Vec::new(), write, true);
+        memo.write("openai", 0, &messages, &mut Vec::new(), write, true);
         assert_eq!(serialized.get(), 9);
         memo.truncate(1);
         messages[1] = Message::assistant("another b");
         let mut out = Vec::new();
-        memo.write("openai", &messages, &mut out, write, true);
+        memo.write("openai", 0, &messages, &mut out, write, true);
         assert_eq!(String::from_utf8(out).unwrap(), joined(&messages));
         assert_eq!(serialized.get(), 11);
     }
@@ -265,7 +277,7 @@ mod tests {
         };
         for n in [1, 2, 3, 5, 4, 5] {
             let mut out = b"[".to_vec();
-            memo.write("test", &messages[..n], &mut out, pairs, false);
+            memo.write("test", 0, &messages[..n], &mut out, pairs, false);
             out.push(b']');
             assert_eq!(
                 String::from_utf8(out).unwrap(),
@@ -300,8 +312,13 @@ mod tests {
             messages: messages.clone(),
             from: 1,
         };
-        assert!(MemoRef::of(Some(&memo), &messages, 1).is_some());
-        assert!(MemoRef::of(Some(&memo), &messages, 0).is_none());
+        let skip = |start| MemoRef::of(Some(&memo), &messages, start).map(|(_, skip)| skip);
+        assert_eq!(skip(1), Some(0));
+        // A format that sends a compaction's summary as its system prompt
+        // leaves the memo's first message out; one whose list begins
+        // before the memo cannot use it.
+        assert_eq!(skip(2), Some(1));
+        assert_eq!(skip(0), None);
         // A copy that says the same is another list: it may have been
         // changed, so it is serialized whole.
         let copy = Arc::new((*messages).clone());

@@ -127,7 +127,7 @@ fn body(
     config: &ProviderConfig,
     request: &ChatRequest,
     fragments: &Fragments,
-    memo: Option<&WireMemo>,
+    memo: Option<(&WireMemo, usize)>,
 ) -> Vec<u8> {
     let (system, rest) = match request.messages.split_first() {
         Some((Message::System { content }, rest)) => {
@@ -144,9 +144,10 @@ fn body(
     let mut body = object_for(system.as_deref(), tools.as_deref(), request.messages.len());
     body.field("model", &request.model.as_deref().unwrap_or(&config.model));
     match memo {
-        Some(memo) => {
-            let messages = (!rest.is_empty())
-                .then_some(|out: &mut Vec<u8>| memo.write(FORMAT, rest, out, memo_items, true));
+        Some((memo, skip)) => {
+            let messages = (!rest.is_empty()).then_some(|out: &mut Vec<u8>| {
+                memo.write(FORMAT, skip, rest, out, memo_items, true)
+            });
             body.array_with("messages", system.as_deref(), messages);
         }
         None => body.array("messages", system.as_deref(), rest.iter().map(Wire::of)),
