@@ -42,9 +42,10 @@
 //! A session held with [`Store::hold_history`] (the scheduler holds the
 //! sessions of its table) has its history read from SQLite once, then
 //! served from memory and kept up to date by every commit, under the same
-//! connection, so it is never stale (`store/history.rs`). This assumes the
-//! store's clones are the only writers of the file, which the home's lock
-//! ensures.
+//! connection, so it is never stale (`store/history.rs`). A turn borrows
+//! it rather than copying it ([`Store::lend_history`]), and gives it back
+//! after its commit. This assumes the store's clones are the only writers
+//! of the file, which the home's lock ensures.
 //!
 //! # The file
 //!
@@ -1673,11 +1674,12 @@ pub(crate) mod tests {
         assert_eq!(store.read_history("s", false).await.unwrap().0, view);
     }
 
-    #[tokio::test]
-    async fn a_lent_history_is_not_trimmed_to_the_budget() {
+    /// A store holding sessions a, b and c, each a history of one message
+    /// of 1,000 bytes (that message's text).
+    async fn three_held_histories() -> (Store, Vec<HistoryHold>, String) {
         let store = Store::open_in_memory().unwrap();
         let long = "x".repeat(1000);
-        let _holds: Vec<HistoryHold> = ["a", "b", "c"]
+        let holds: Vec<HistoryHold> = ["a", "b", "c"]
             .iter()
             .map(|s| store.hold_history(s))
             .collect();
@@ -1693,6 +1695,12 @@ pub(crate) mod tests {
                 .await
                 .unwrap();
         }
+        (store, holds, long)
+    }
+
+    #[tokio::test]
+    async fn a_lent_history_is_not_trimmed_to_the_budget() {
+        let (store, _holds, long) = three_held_histories().await;
         store.histories.set_budget(2 * 1100);
         // a, the least recently used, is lent: trimming for c drops b
         // (a's turn holds its messages: dropping it would free nothing).
@@ -1710,24 +1718,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn held_histories_keep_to_their_budget_least_recently_used_first() {
-        let store = Store::open_in_memory().unwrap();
-        let long = "x".repeat(1000);
-        let _holds: Vec<HistoryHold> = ["a", "b", "c"]
-            .iter()
-            .map(|s| store.hold_history(s))
-            .collect();
-        for (i, session) in ["a", "b", "c"].iter().enumerate() {
-            let record = turn(
-                session,
-                &format!("t{i}"),
-                TurnStatus::Completed,
-                "2026-01-01T00:00:01.000Z",
-            );
-            store
-                .commit_turn(&record, &[Message::user(long.clone())])
-                .await
-                .unwrap();
-        }
+        let (store, _holds, long) = three_held_histories().await;
         // Room for two histories: reading a third drops the least recently
         // used ones until a quarter of the budget is free.
         store.histories.set_budget(2 * 1100);

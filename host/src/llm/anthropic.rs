@@ -19,7 +19,7 @@ use super::body::{Fragments, object_for, to_json};
 use super::client::Endpoint;
 use super::http::{Exchange, Flow, WireError, error_envelope, error_event, is_json, snippet};
 use super::limits::CallLimits;
-use super::memo::{MemoRef, WireMemo};
+use super::memo::{MemoRef, WireMemo, body_with};
 use super::types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, ToolDef,
     Usage, valid_arguments,
@@ -112,20 +112,7 @@ pub fn request_body(
         .take_while(|m| matches!(m, Message::System { .. }))
         .count();
     let memo = MemoRef::of(request.memo.as_ref(), &request.messages, leading);
-    let body = body(config, request, fragments, leading, memo);
-    // Every debug build (the tests) checks that the memo gave the body
-    // that serializing the whole request gives.
-    #[cfg(debug_assertions)]
-    if memo.is_some() {
-        let whole = self::body(config, request, fragments, leading, None);
-        assert!(
-            body == whole,
-            "the memo of the conversation is stale:\n{}\n{}",
-            String::from_utf8_lossy(&body),
-            String::from_utf8_lossy(&whole)
-        );
-    }
-    body
+    body_with(memo, |memo| body(config, request, fragments, leading, memo))
 }
 
 /// [`request_body`], with the memo of the messages after the `leading`
@@ -652,6 +639,32 @@ mod tests {
         }
     }
 
+    /// The body of `conversation` sent with `memo` (its prompt first), and
+    /// checked to be the body sent without.
+    fn sent_with(
+        memo: &Arc<WireMemo>,
+        fragments: &Fragments,
+        conversation: &Arc<Vec<Message>>,
+    ) -> Value {
+        let request = ChatRequest {
+            messages: conversation.clone(),
+            memo: Some(MemoRef {
+                memo: memo.clone(),
+                messages: conversation.clone(),
+                from: 1,
+            }),
+            ..ChatRequest::default()
+        };
+        let body: Value =
+            serde_json::from_slice(&request_body(&config(true), &request, fragments)).unwrap();
+        let whole = ChatRequest {
+            memo: None,
+            ..request
+        };
+        assert_eq!(body, self::body(&config(true), &whole));
+        body
+    }
+
     fn call(id: &str, arguments: &str) -> ToolCall {
         ToolCall {
             id: id.into(),
@@ -689,24 +702,8 @@ mod tests {
     fn a_conversations_memo_keeps_whole_turns_and_a_turn_that_grows_is_sent_grown() {
         let fragments = Fragments::default();
         let memo = Arc::<WireMemo>::default();
-        let sent = |conversation: &Arc<Vec<Message>>| -> Value {
-            let request = ChatRequest {
-                messages: conversation.clone(),
-                memo: Some(MemoRef {
-                    memo: memo.clone(),
-                    messages: conversation.clone(),
-                    from: 1,
-                }),
-                ..ChatRequest::default()
-            };
-            let body: Value =
-                serde_json::from_slice(&request_body(&config(true), &request, &fragments)).unwrap();
-            let whole = ChatRequest {
-                memo: None,
-                ..request
-            };
-            assert_eq!(body, self::body(&config(true), &whole));
-            body["messages"].clone()
+        let sent = |conversation: &Arc<Vec<Message>>| {
+            sent_with(&memo, &fragments, conversation)["messages"].clone()
         };
         let mut conversation = Arc::new(vec![
             Message::system("be brief"),
@@ -752,30 +749,7 @@ mod tests {
             Message::assistant("c is 3"),
             Message::user("thanks"),
         ]);
-        let sent = |conversation: &Arc<Vec<Message>>| {
-            let request = ChatRequest {
-                messages: conversation.clone(),
-                memo: Some(MemoRef {
-                    memo: memo.clone(),
-                    messages: conversation.clone(),
-                    from: 1,
-                }),
-                ..ChatRequest::default()
-            };
-            let body: Value =
-                serde_json::from_slice(&request_body(&config(true), &request, &fragments)).unwrap();
-            assert_eq!(
-                body,
-                self::body(
-                    &config(true),
-                    &ChatRequest {
-                        memo: None,
-                        ..request
-                    }
-                )
-            );
-            body
-        };
+        let sent = |conversation: &Arc<Vec<Message>>| sent_with(&memo, &fragments, conversation);
         let body = sent(&conversation);
         assert_eq!(
             body["system"],

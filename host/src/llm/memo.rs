@@ -194,6 +194,25 @@ impl WireMemo {
     }
 }
 
+/// The body `make` writes with `memo` (a format's memo and what it
+/// skips). Every debug build (the tests) checks it against the body made
+/// without: the memo must give the body that serializing the whole request
+/// gives.
+pub fn body_with<M: Copy>(memo: Option<M>, make: impl Fn(Option<M>) -> Vec<u8>) -> Vec<u8> {
+    let body = make(memo);
+    #[cfg(debug_assertions)]
+    if memo.is_some() {
+        let whole = make(None);
+        assert!(
+            body == whole,
+            "the memo of the conversation is stale:\n{}\n{}",
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(&whole)
+        );
+    }
+    body
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;

@@ -19,7 +19,7 @@ use super::body::{Fragments, object_for, to_json};
 use super::client::Endpoint;
 use super::http::{Exchange, Flow, WireError, error_event, is_json, snippet};
 use super::limits::CallLimits;
-use super::memo::{MemoRef, WireMemo};
+use super::memo::{MemoRef, WireMemo, body_with};
 use super::types::{
     ChatRequest, ChatResponse, DeltaSink, FinishReason, Message, ToolCall, ToolChoice, ToolDef,
     Usage, valid_arguments,
@@ -106,20 +106,7 @@ pub fn request_body(
         _ => 0,
     };
     let memo = MemoRef::of(request.memo.as_ref(), &request.messages, from);
-    let body = body(config, request, fragments, memo);
-    // Every debug build (the tests) checks that the memo gave the body
-    // that serializing the whole request gives.
-    #[cfg(debug_assertions)]
-    if memo.is_some() {
-        let whole = self::body(config, request, fragments, None);
-        assert!(
-            body == whole,
-            "the memo of the conversation is stale:\n{}\n{}",
-            String::from_utf8_lossy(&body),
-            String::from_utf8_lossy(&whole)
-        );
-    }
-    body
+    body_with(memo, |memo| body(config, request, fragments, memo))
 }
 
 /// [`request_body`], with the memo of the messages after the system prompt.
