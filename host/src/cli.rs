@@ -262,6 +262,22 @@ pub fn runtime(home: &Home, config: &Config) -> Result<Runtime> {
     })
 }
 
+/// The runtime that serves the network and runs the turns (and writes
+/// them to the store, as a rule: see the store's docs). Guest code runs on
+/// the plugin pool's threads and the rest of SQLite's work on the blocking
+/// pool, so it has half as many worker threads as the machine has cores
+/// (at least one): each thread fewer is fewer hand-offs between threads
+/// per turn, which is most of a turn's CPU. `TOKIO_WORKER_THREADS` sets
+/// another number.
+pub fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        builder.worker_threads((cores / 2).max(1));
+    }
+    builder.enable_all().build()
+}
+
 /// Makes a write to a closed pipe (`wasmclaw plugins list | head`) end the
 /// process quietly, with success: the reader has taken what it wanted. Every
 /// `print!`, `println!` and `eprintln!` of the command line reports such a

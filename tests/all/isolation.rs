@@ -2,12 +2,15 @@
 //! pool, never on the runtime that runs the turns, and an observer that
 //! falls behind has its drops counted when they happen.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use wasmclaw::hooks::ObserverStats;
-use wasmclaw::plugin::PluginStatus;
+use wasmclaw::plugin::loader::Plugin;
+use wasmclaw::plugin::{PluginStatus, Plugins};
 use wasmclaw::protocol::TurnStatus;
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent, openai};
@@ -41,16 +44,7 @@ async fn looping_plugins_run_on_the_plugin_pool_not_on_the_turns_runtime() {
         vec![openai(&fake, "fake-gpt", true)],
         Store::open_in_memory().unwrap(),
     );
-    let looper = agent
-        .plugins()
-        .catalog()
-        .plugins
-        .iter()
-        .find_map(|s| match s {
-            PluginStatus::Loaded(p) if &*p.name == "looper" => Some(p.clone()),
-            _ => None,
-        })
-        .expect("looper loaded");
+    let looper = loaded(agent.plugins(), "looper");
     let held = Arc::strong_count(&looper);
 
     let loops = 2 * wasmclaw::plugin::sandbox::pool::threads();
@@ -94,6 +88,66 @@ async fn looping_plugins_run_on_the_plugin_pool_not_on_the_turns_runtime() {
         "the aborted calls' instances were let go of ({} references, {held} before)",
         Arc::strong_count(&looper)
     );
+}
+
+/// Calls dropped before their first tick, by a caller whose runtime never
+/// ran its timers in between (so nothing but the drop starts the epoch
+/// ticker for them), as many as the pool has threads: the guests, which
+/// compute forever, still stop at a tick and let go of their instances.
+#[tokio::test(flavor = "current_thread")]
+async fn looping_calls_dropped_before_their_first_tick_still_stop() {
+    let mut lines = lines_of("dropped");
+    let dir = PluginDir::new();
+    dir.add_as("hostile", "dropped");
+    dir.grants("dropped", "[limits]\ntimeout_ms = 60000\n");
+    let plugins = dir.load().await;
+    let looper = loaded(&plugins, "dropped");
+    let held = Arc::strong_count(&looper);
+
+    let context = ctx();
+    let mut calls: Vec<_> = (0..wasmclaw::plugin::sandbox::pool::threads())
+        .map(|_| Box::pin(plugins.call(&context, "spin", "{}")))
+        .collect();
+    // Polled by hand and waited for with this thread blocked: this
+    // runtime's scheduler, and so its timers, never run until the drop.
+    let mut cx = Context::from_waker(Waker::noop());
+    let end = Instant::now() + LIMIT;
+    let mut spinning = 0;
+    while spinning < calls.len() {
+        assert!(
+            Instant::now() < end,
+            "{spinning} of {} loops began",
+            calls.len()
+        );
+        for call in &mut calls {
+            assert!(call.as_mut().poll(&mut cx).is_pending(), "a loop ended");
+        }
+        while let Ok(line) = lines.try_recv() {
+            assert_eq!(line.text, "spinning");
+            spinning += 1;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(calls);
+    assert!(
+        eventually(LIMIT, || Arc::strong_count(&looper) == held).await,
+        "the dropped calls' guests stopped and their instances were let go of \
+         ({} references, {held} before)",
+        Arc::strong_count(&looper)
+    );
+}
+
+/// The plugin `name`, loaded.
+fn loaded(plugins: &Plugins, name: &str) -> Arc<Plugin> {
+    plugins
+        .catalog()
+        .plugins
+        .iter()
+        .find_map(|s| match s {
+            PluginStatus::Loaded(p) if &*p.name == name => Some(p.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{name} loaded"))
 }
 
 /// An observer stuck in its first event, with a queue of two: of five more

@@ -67,10 +67,8 @@ fn main() {
             FakeModel::openai_base_url,
         );
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    // The runtime `wasmclaw` runs on, with as many worker threads.
+    let rt = wasmclaw::cli::async_runtime().unwrap();
     if let Some(at) = args.iter().position(|a| a == CLIENTS_FLAG) {
         let report = rt.block_on(clients(&args[at + 1], &args[at + 2]));
         #[allow(clippy::print_stdout)]

@@ -44,6 +44,7 @@ use tokio::runtime::Handle;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::access::SubTurnSpawner;
+use super::engine::{Claim, EPOCH_TICK};
 use super::state::{PluginState, until_deadline};
 use crate::plugin::error::{ErrorKind, ToolError};
 use crate::protocol::SubTurnRequest;
@@ -77,6 +78,8 @@ impl Pool {
 }
 
 thread_local! {
+    /// This thread is one of the pool's (either lane).
+    static IN_POOL: Cell<bool> = const { Cell::new(false) };
     /// This thread is one of the background lane's.
     static IN_BACKGROUND: Cell<bool> = const { Cell::new(false) };
 }
@@ -101,6 +104,7 @@ fn lane(threads: usize, name: &'static str, nice: i32) -> tokio::runtime::Runtim
         .worker_threads(threads)
         .thread_name_fn(move || format!("{name}{}", counter.fetch_add(1, Ordering::Relaxed)))
         .on_thread_start(move || {
+            IN_POOL.set(true);
             IN_BACKGROUND.set(background);
             lower_priority(nice);
         })
@@ -184,22 +188,58 @@ pub type GuestCall<T> = Box<
 
 /// Runs `call` with `store` on the pool until the store's deadline, and
 /// gives the store back with the outcome (the caller reads what limit, if
-/// any, the call broke). The one way guest code is run; the epoch ticker
-/// runs while it does.
+/// any, the call broke). The one way guest code is run.
+///
+/// The epoch ticker runs for the call only once it has run for a tick
+/// (most calls end sooner and never wake the ticker's thread). The caller
+/// starts it ([`Claim::start`]) with a timer of its runtime, which guest
+/// code never holds up; a caller on the pool itself (an observer's call),
+/// whose timer a computing guest could hold up, starts it at once, as does
+/// a caller that drops the call: the aborted task stops at the guest's next
+/// yield, which only a tick gives a guest that computes. The task ends the
+/// claim wherever it stops.
 pub async fn call_guest<T: Send + 'static>(
     mut store: wasmtime::Store<PluginState>,
     call: GuestCall<T>,
 ) -> (wasmtime::Store<PluginState>, wasmtime::Result<T>) {
-    // The epoch advances while the guest can run, and only then: the guard
-    // lives in the pool's task, so a call dropped by its caller keeps the
-    // ticker running until the task has stopped at its next yield.
-    let running = store.data().epochs.running();
-    run(async move {
-        let _running = running;
+    let claim = Claim::new(&store.data().epochs);
+    let ended = EndOnDrop(claim.clone());
+    let task = run(async move {
+        let _ended = ended;
         let outcome = until_deadline(&mut store, async move |store| call(store).await).await;
         (store, outcome)
-    })
-    .await
+    });
+    if IN_POOL.get() {
+        claim.start();
+        return task.await;
+    }
+    let _dropped = StartOnDrop(claim.clone());
+    tokio::pin!(task);
+    tokio::select! {
+        biased;
+        done = &mut task => return done,
+        () = tokio::time::sleep(EPOCH_TICK) => claim.start(),
+    }
+    task.await
+}
+
+/// Ends a call's claim on the ticker when the call's task is dropped.
+struct EndOnDrop(Claim);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+/// Starts a call's claim when its caller lets go of it (nothing once the
+/// call has ended).
+struct StartOnDrop(Claim);
+
+impl Drop for StartOnDrop {
+    fn drop(&mut self) {
+        self.0.start();
+    }
 }
 
 /// `spawner`, with the child turns it starts run on the runtime of the

@@ -3,8 +3,8 @@
 //! A store holds the guest's WASI context (only what the grants name), a
 //! memory limiter, the call's log budget, its deadline, and what it may reach
 //! through the host's own imports. The epoch ticker, which runs while a call
-//! is in flight, wakes the deadline check every tick; a guest past its
-//! deadline is stopped there. Whatever limit a
+//! is in flight (from its first tick on), wakes the deadline check every
+//! tick; a guest past its deadline is stopped there. Whatever limit a
 //! call breaks is recorded here, so the caller can say which one in plain
 //! words instead of "wasm trap" (see [`super::failure`]).
 
