@@ -19,7 +19,9 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use crate::plugin::policy::fields::MAX_MEMORY_MIB;
 
 /// How often the epoch advances; a call's deadline is checked at each tick,
-/// so a runaway guest is stopped at most this late.
+/// so a runaway guest is stopped at most this late (twice this for a
+/// deadline within the call's first tick, since the ticker starts for a
+/// call only once it has run that long: see [`Claim`]).
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Bytes of a freed instance slot's memory and tables that may be reset in
