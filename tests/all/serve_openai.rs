@@ -107,6 +107,13 @@ async fn the_openai_python_sdk_streamed_and_not() {
 
     let mut seen = run_client(&server, "openai_client.py").await;
     let sdk = seen.as_object_mut().unwrap().remove("sdk").unwrap();
+    // The fake model streams each text in thirds; the answer after the
+    // tool round is set apart by a blank line.
+    let deltas = seen["stream"].as_object_mut().unwrap().remove("deltas");
+    assert_joined(
+        &deltas.unwrap(),
+        &["Let ", "me c", "heck.", "\n\n2 +", " 3 ", "= 5."],
+    );
 
     // Each completion was a turn of a session of its own (and the failed
     // one was not sent again); the one with a history has the imported turn
@@ -167,9 +174,6 @@ async fn the_openai_python_sdk_streamed_and_not() {
         "stream": {
             "ids": [format!("chatcmpl-{}", streamed_turns[0].id)],
             "roles": ["assistant"],
-            // The fake model streams each text in thirds; the answer after
-            // the tool round is set apart by a blank line.
-            "deltas": ["Let ", "me c", "heck.", "\n\n2 +", " 3 ", "= 5."],
             "text": "Let me check.\n\n2 + 3 = 5.",
             "finish_reasons": ["stop"],
             "usage": usage,
@@ -270,20 +274,48 @@ async fn a_retried_stream_sends_the_answer_once_and_a_turn_at_its_limit_stops() 
         ..Setup::default()
     };
     let server = TestServer::start(dir.load().await, vec![openai(&fake, "m", true)], setup).await;
-    let seen = run_client(&server, "openai_stream.py").await;
+    let mut seen = run_client(&server, "openai_stream.py").await;
+    // The failed attempt's text never reached the client: the reply's text
+    // is held until it is known good, then sent as it came.
+    let retried = seen["retried"].as_object_mut().unwrap().remove("deltas");
+    assert_joined(
+        &retried.unwrap(),
+        &["The quick brow", "n fox jumps ove", "r the lazy dog."],
+    );
+    let limit = seen["limit_streamed"]
+        .as_object_mut()
+        .unwrap()
+        .remove("deltas");
+    assert_joined(&limit.unwrap(), &["7", "."]);
     let expected = json!({
-        // The failed attempt's text never reached the client: the reply's
-        // text is held until it is known good, then sent as it came.
-        "retried": {
-            "text": fox,
-            "deltas": ["The quick brow", "n fox jumps ove", "r the lazy dog."],
-            "finish_reasons": ["stop"],
-        },
+        "retried": { "text": fox, "finish_reasons": ["stop"] },
         // A complete answer, though the turn used its last iteration.
         "limit": { "content": "5.", "finish_reason": "stop" },
-        "limit_streamed": { "text": "7.", "deltas": ["7", "."], "finish_reasons": ["stop"] },
+        "limit_streamed": { "text": "7.", "finish_reasons": ["stop"] },
     });
     assert_eq!(seen, expected);
     assert_eq!(fake.requests().len(), 6);
     server.stop().await;
+}
+
+/// Asserts that the client's `deltas` are the model's `fragments`, in order,
+/// consecutive ones joined: the turn publishes at most one delta every
+/// 50 ms, so how many join depends on the machine's pace, never the text or
+/// its order.
+fn assert_joined(deltas: &Value, fragments: &[&str]) {
+    let deltas: Vec<&str> = deltas
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    let mut rest = fragments.iter();
+    for delta in &deltas {
+        let mut joined = String::new();
+        while joined.len() < delta.len() {
+            joined.push_str(rest.next().unwrap_or_else(|| panic!("{deltas:?}")));
+        }
+        assert_eq!(&joined, delta, "{deltas:?} are not {fragments:?} joined");
+    }
+    assert_eq!(rest.next(), None, "{deltas:?} left fragments out");
 }

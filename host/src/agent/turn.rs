@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 mod compact;
+mod deltas;
 mod model_call;
 mod no_answer;
 

@@ -1,9 +1,9 @@
 //! One model call of a turn: the call through the chain, its events, and
 //! what a graceful interrupt does to a call in flight.
 //!
-//! The call publishes `llm_request`, then `llm_delta` as text streams in and
-//! `llm_retry` for each failed attempt the chain tries again, then
-//! `llm_response`.
+//! The call publishes `llm_request`, then `llm_delta` as text streams in (at
+//! most one every 50 ms: see `deltas.rs`) and `llm_retry` for each failed
+//! attempt the chain tries again, then `llm_response`.
 //!
 //! A graceful interrupt asks the turn to end soon with what it has, so from
 //! the moment it arrives (or, for a call made after it, from the call's
@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use super::deltas::{Deltas, Streamed};
 use super::{Failure, Turn, millis};
 use crate::hooks::HookSet;
 use crate::llm::fallback::Progress;
@@ -52,6 +53,8 @@ struct Attempt {
     retries: u32,
     /// When the backoff before the next attempt ends.
     backoff_until: Option<Instant>,
+    /// The streamed text held for the next `llm_delta`.
+    deltas: Deltas,
 }
 
 impl Turn {
@@ -116,22 +119,38 @@ impl Turn {
             last_activity: started,
             retries: 0,
             backoff_until: None,
+            deltas: Deltas::default(),
         });
         let retried = Notify::new();
+        // Text held for the next delta, for the first time since the last.
+        let held = Notify::new();
         let winding = self.control.winding().clone();
         let (bus, scope) = (&self.agent.bus, &self.scope);
+        let delta = |text| EventBody::LlmDelta(LlmDelta { iteration, text });
         let mut on_progress = |progress: Progress<'_>| {
             let mut attempt = attempt.lock().unwrap_or_else(|e| e.into_inner());
-            attempt.last_activity = Instant::now();
+            let now = Instant::now();
+            attempt.last_activity = now;
             let body = match progress {
                 Progress::Delta(text) => {
                     attempt.partial.push_str(text);
-                    EventBody::LlmDelta(LlmDelta {
-                        iteration,
-                        text: text.to_string(),
-                    })
+                    match attempt.deltas.streamed(text, now) {
+                        Streamed::Publish(text) => delta(text),
+                        Streamed::Held { first } => {
+                            if first {
+                                held.notify_one();
+                            }
+                            return;
+                        }
+                    }
                 }
                 Progress::Retry(retry) => {
+                    // What the failed attempt streamed goes out before the
+                    // retry that says whether it is void, and the next
+                    // attempt's first text goes out at once.
+                    if let Some(text) = std::mem::take(&mut attempt.deltas).take(now) {
+                        bus.publish(scope, delta(text));
+                    }
                     if retry.discard_partial {
                         attempt.partial.clear();
                     }
@@ -151,18 +170,38 @@ impl Turn {
             };
             bus.publish(scope, body);
         };
+        // Publishes the text held, if any.
+        let publish_held = || {
+            let mut attempt = attempt.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(text) = attempt.deltas.take(Instant::now()) {
+                bus.publish(scope, delta(text));
+            }
+        };
         let chat = self.spec.profile.chain.chat(request, &mut on_progress);
         tokio::pin!(chat);
-        let answered = tokio::select! {
-            biased;
-            answered = &mut chat => Some(answered),
-            _ = winding.cancelled() => None,
+        let answered = loop {
+            let due = (attempt.lock().unwrap_or_else(|e| e.into_inner()))
+                .deltas
+                .due();
+            tokio::select! {
+                biased;
+                answered = &mut chat => break Some(answered),
+                _ = winding.cancelled() => break None,
+                // Text held since this loop looked: wait for its time.
+                _ = held.notified() => {}
+                _ = tokio::time::sleep_until(due.unwrap_or(started).into()), if due.is_some() => {
+                    publish_held();
+                }
+            }
         };
         let answered = match answered {
             Some(answered) => answered,
             None => {
                 let grace = self.spec.config().wind_down_idle;
-                match wind_down(chat.as_mut(), &attempt, &retried, grace).await {
+                let wound_down = wind_down(chat.as_mut(), &attempt, &retried, grace).await;
+                // While it wound down, text was held without a timer.
+                publish_held();
+                match wound_down {
                     Some(Ok(answered)) => Ok(answered),
                     failed => {
                         if let Some(Err(error)) = failed {
@@ -176,6 +215,8 @@ impl Turn {
                 }
             }
         };
+        // Whatever the call publishes next, its text comes first.
+        publish_held();
         let answered = answered?;
         let response = answered.response;
         self.usage += response.usage;
