@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use wasmclaw::agent::AgentConfig;
+use wasmclaw::bus::Subscription;
 use wasmclaw::core::Core;
 use wasmclaw::llm::Message;
 use wasmclaw::protocol::{
@@ -17,7 +18,7 @@ use wasmclaw::protocol::{
 };
 use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
-use wasmclaw_tests::agents::{agent_with, anthropic, kinds, openai, until};
+use wasmclaw_tests::agents::{agent_with, anthropic, kinds, openai, streamed_text, until};
 use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply};
 use wasmclaw_tests::{PluginDir, wasmclaw_bin};
 
@@ -36,15 +37,16 @@ async fn interrupted(
     wire: &str,
     after: &'static str,
 ) -> (Vec<std::sync::Arc<Event>>, Duration, Core) {
-    interrupted_then(fake, wire, after, || {}).await
+    interrupted_then(fake, wire, after, async |_| Vec::new()).await
 }
 
-/// As [`interrupted`], calling `then` once the interrupt is accepted.
+/// As [`interrupted`], calling `then` once the interrupt is accepted; the
+/// events it reads are returned in their place.
 async fn interrupted_then(
     fake: &FakeModel,
     wire: &str,
     after: &'static str,
-    then: impl FnOnce(),
+    then: impl AsyncFnOnce(&mut Subscription) -> Vec<std::sync::Arc<Event>>,
 ) -> (Vec<std::sync::Arc<Event>>, Duration, Core) {
     let dir = PluginDir::new();
     let mut candidate = match wire {
@@ -77,7 +79,7 @@ async fn interrupted_then(
         scheduler.submit(op).await,
         Ok(Accepted::Interrupted { .. })
     ));
-    then();
+    seen.extend(then(&mut events).await);
     let at = Instant::now();
     seen.extend(until(&mut events, LIMIT, is("turn_end")).await);
     (seen, at.elapsed(), scheduler)
@@ -167,6 +169,38 @@ async fn a_call_that_stalls_mid_stream_ends_the_turn_with_the_text_it_streamed()
     }
 }
 
+/// Text held for the next delta when the interrupt comes goes out in its
+/// time while the call winds down, not when the call ends: the model
+/// streamed two thirds of its answer (the second within 50 ms of the
+/// first, so held) and waits at its gate, which opens only once the turn
+/// has published both.
+#[tokio::test(flavor = "multi_thread")]
+async fn text_held_for_a_delta_goes_out_in_its_time_while_the_call_winds_down() {
+    let fox = "The quick brown fox jumps over the lazy dog.";
+    let gate = Gate::default();
+    let fake = FakeModel::start([Reply::PauseMidStream(gate.clone(), fox.into())]).await;
+    let streamed = |events: &[std::sync::Arc<Event>]| streamed_text(events, 1);
+    let (events, _took, _scheduler) = interrupted_then(&fake, "openai", "llm_delta", async |sub| {
+        // The first third came before the interrupt.
+        let mut seen = Vec::new();
+        while streamed(&seen) != "n fox jumps ove" {
+            seen.extend(until(sub, LIMIT, is("llm_delta")).await);
+        }
+        gate.open();
+        seen
+    })
+    .await;
+    assert_eq!(
+        end(&events),
+        (
+            TurnStatus::Completed,
+            "interrupted".into(),
+            Some(fox.into())
+        )
+    );
+    assert_eq!(streamed(&events), fox);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_attempt_that_fails_after_the_interrupt_is_not_retried() {
     // The attempt fails once the interrupt is in.
@@ -183,8 +217,11 @@ async fn an_attempt_that_fails_after_the_interrupt_is_not_retried() {
         Reply::text("never"),
     ])
     .await;
-    let (events, took, _scheduler) =
-        interrupted_then(&fake, "openai", "llm_request", || gate.open()).await;
+    let (events, took, _scheduler) = interrupted_then(&fake, "openai", "llm_request", async |_| {
+        gate.open();
+        Vec::new()
+    })
+    .await;
     assert_eq!(
         end(&events),
         (

@@ -198,8 +198,14 @@ impl Turn {
             Some(answered) => answered,
             None => {
                 let grace = self.spec.config().wind_down_idle;
-                let wound_down = wind_down(chat.as_mut(), &attempt, &retried, grace).await;
-                // While it wound down, text was held without a timer.
+                let wound_down = wind_down(
+                    chat.as_mut(),
+                    &attempt,
+                    (&retried, &held),
+                    grace,
+                    &publish_held,
+                )
+                .await;
                 publish_held();
                 match wound_down {
                     Some(Ok(answered)) => Ok(answered),
@@ -249,12 +255,14 @@ impl Turn {
 
 /// Lets the call in flight finish while it streams, after a graceful
 /// interrupt: `None` once it was silent for `grace` or the chain began to try
-/// again.
+/// again. Text held for a delta goes out in its time, as before the
+/// interrupt (`publish_held`; `held` is notified when text is first held).
 async fn wind_down<F, T>(
     mut chat: std::pin::Pin<&mut F>,
     attempt: &Mutex<Attempt>,
-    retried: &Notify,
+    (retried, held): (&Notify, &Notify),
     grace: Duration,
+    publish_held: &(dyn Fn() + Sync),
 ) -> Option<T>
 where
     F: Future<Output = T>,
@@ -269,9 +277,10 @@ where
         a.retries
     };
     loop {
-        let (retried_since, deadline) = {
+        let (retried_since, deadline, due) = {
             let a = attempt.lock().unwrap_or_else(|e| e.into_inner());
-            (a.retries > retries, a.last_activity.max(wound_at) + grace)
+            let deadline = a.last_activity.max(wound_at) + grace;
+            (a.retries > retries, deadline, a.deltas.due())
         };
         if retried_since || Instant::now() >= deadline {
             return None;
@@ -280,7 +289,10 @@ where
             biased;
             answered = chat.as_mut() => return Some(answered),
             _ = retried.notified() => {}
-            _ = tokio::time::sleep_until(deadline.into()) => {}
+            _ = held.notified() => {}
+            _ = tokio::time::sleep_until(due.map_or(deadline, |due| due.min(deadline)).into()) => {
+                publish_held();
+            }
         }
     }
 }
