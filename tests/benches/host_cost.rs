@@ -13,7 +13,10 @@
 //!   nanosecond), per turn. Targets: 0.25 ms a text turn and 0.5 ms a tool
 //!   turn back to back, at most 1.5 times that with the 200 ms model. Also
 //!   its threads' wake-ups (context switches) per turn: most of a turn's CPU
-//!   is handing work from thread to thread.
+//!   is handing work from thread to thread. And, with the model at once, a
+//!   text turn whose 900-character answer streams in 200 chunks, as a real
+//!   model streams it (no target of its own: the targeted rows stream two
+//!   or three chunks).
 //! - **idle**: `wasmclaw serve` with ten plugins, once up and loaded: its
 //!   CPU and its threads' wake-ups (context switches) over 60 s
 //!   (`WASMCLAW_BENCH_IDLE_SECONDS` to change). Target: under 5 ms.
@@ -59,7 +62,14 @@ fn main() {
                 ..Options::default()
             },
             "tool" => add_then_answer(delay),
-            other => panic!("--fake-model {other}: expected text or tool"),
+            "streamed" => Options {
+                responder: Some(Responder::new(move |_| {
+                    Reply::Delay(delay, Box::new(Reply::text(streamed_answer())))
+                })),
+                text_pieces: STREAMED_CHUNKS,
+                ..Options::default()
+            },
+            other => panic!("--fake-model {other}: expected text, tool or streamed"),
         };
         return serve_fake_model(1, options, [], FakeModel::openai_base_url);
     }
@@ -69,10 +79,11 @@ fn main() {
         .unwrap();
     let mut rows: Vec<Row> = Vec::new();
     rt.block_on(async {
-        for delay in [Duration::ZERO, SLOW] {
-            for kind in [Kind::Text, Kind::Tool] {
-                rows.extend(per_turn(kind, delay).await);
-            }
+        for kind in [Kind::Text, Kind::Tool, Kind::Streamed] {
+            rows.extend(per_turn(kind, Duration::ZERO).await);
+        }
+        for kind in [Kind::Text, Kind::Tool] {
+            rows.extend(per_turn(kind, SLOW).await);
         }
         rows.extend(idle().await);
     });
@@ -84,6 +95,17 @@ fn main() {
 enum Kind {
     Text,
     Tool,
+    /// A text turn whose answer streams in [`STREAMED_CHUNKS`] chunks, as
+    /// a real model streams a long answer.
+    Streamed,
+}
+
+/// The chunks of the streamed answer, about a token each.
+const STREAMED_CHUNKS: usize = 200;
+
+/// The streamed answer: 900 characters.
+fn streamed_answer() -> String {
+    "The quick brown fox jumps over the lazy dog. ".repeat(20)
 }
 
 impl Kind {
@@ -91,13 +113,15 @@ impl Kind {
         match self {
             Kind::Text => "text",
             Kind::Tool => "tool",
+            Kind::Streamed => "streamed",
         }
     }
 
-    fn answer(self) -> &'static str {
+    fn answer(self) -> String {
         match self {
-            Kind::Text => "ok",
-            Kind::Tool => "The sum is 42.",
+            Kind::Text => "ok".into(),
+            Kind::Tool => "The sum is 42.".into(),
+            Kind::Streamed => streamed_answer(),
         }
     }
 }
@@ -139,6 +163,7 @@ async fn per_turn(kind: Kind, delay: Duration) -> Vec<Row> {
     let what = match kind {
         Kind::Text => "text turn",
         Kind::Tool => "tool turn (1 call)",
+        Kind::Streamed => "text turn streamed in 200 chunks",
     };
     let model = if delay.is_zero() {
         "model at once".to_string()

@@ -244,6 +244,10 @@ pub struct Options {
     /// [`count_tokens`]), reports them as its usage, and answers a request
     /// over the window as that provider does (and uses no reply).
     pub window: Option<Window>,
+    /// The pieces a streamed reply's text is sent in, a chunk each (as a
+    /// model streams a token or a few a chunk); tool-call arguments are
+    /// sent in three.
+    pub text_pieces: usize,
 }
 
 /// A fake model's context window, and whose error answers a request over it.
@@ -322,6 +326,7 @@ impl Default for Options {
             omit_tool_index: false,
             reject_invalid_arguments: false,
             window: None,
+            text_pieces: 3,
         }
     }
 }
@@ -465,6 +470,7 @@ struct Ctx {
     model: String,
     created: u64,
     include_usage: bool,
+    text_pieces: usize,
     repeat_tool_name: bool,
     omit_tool_index: bool,
     input_tokens: u32,
@@ -564,6 +570,7 @@ async fn handle(
             .unwrap()
             .as_secs(),
         include_usage: request["stream_options"]["include_usage"] == json!(true),
+        text_pieces: shared.options.text_pieces,
         repeat_tool_name: shared.options.repeat_tool_name,
         omit_tool_index: shared.options.omit_tool_index,
         input_tokens,
@@ -779,14 +786,14 @@ fn openai_events(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Vec<String> 
         json!({"role": "assistant", "content": ""}),
         Value::Null,
     )];
-    for piece in fragments(text) {
+    for piece in fragments(text, ctx.text_pieces) {
         chunks.push(chunk(json!({"content": piece}), Value::Null));
     }
     for (i, call) in calls.iter().enumerate() {
         let start = chunks.len();
         let head = json!({"index": i, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}});
         chunks.push(chunk(json!({"tool_calls": [head]}), Value::Null));
-        for piece in fragments(&call.arguments.to_string()) {
+        for piece in fragments(&call.arguments.to_string(), 3) {
             let part = if ctx.repeat_tool_name {
                 json!({"index": i, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": piece}})
             } else {
@@ -856,13 +863,13 @@ fn anthropic_events(ctx: &Ctx, text: &str, calls: &[ToolCallReply]) -> Vec<Strin
     ];
     for (index, block) in anthropic_blocks(text, calls).into_iter().enumerate() {
         let (start, deltas) = if block["type"] == "text" {
-            let deltas: Vec<Value> = fragments(text)
+            let deltas: Vec<Value> = fragments(text, ctx.text_pieces)
                 .into_iter()
                 .map(|t| json!({"type": "text_delta", "text": t}))
                 .collect();
             (json!({"type": "text", "text": ""}), deltas)
         } else {
-            let deltas = fragments(&block["input"].to_string())
+            let deltas = fragments(&block["input"].to_string(), 3)
                 .into_iter()
                 .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
                 .collect();
@@ -950,10 +957,10 @@ fn body_response(parts: Vec<String>, cut: bool) -> Response {
     Response::new(Body::from_stream(stream))
 }
 
-/// `s` split at character boundaries into three pieces (fewer when shorter).
-fn fragments(s: &str) -> Vec<String> {
+/// `s` split at character boundaries into `n` pieces (fewer when shorter).
+fn fragments(s: &str, n: usize) -> Vec<String> {
     let chars: Vec<char> = s.chars().collect();
-    let bounds: Vec<usize> = (0..=3).map(|i| i * chars.len() / 3).collect();
+    let bounds: Vec<usize> = (0..=n).map(|i| i * chars.len() / n).collect();
     bounds
         .windows(2)
         .filter(|w| w[0] < w[1])

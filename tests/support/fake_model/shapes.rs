@@ -74,7 +74,7 @@ pub(super) fn raw_tool_call(
                 chunk(json!({"role": "assistant", "content": null}), Value::Null),
                 chunk(json!({"tool_calls": [head]}), Value::Null),
             ];
-            for piece in fragments(arguments) {
+            for piece in fragments(arguments, 3) {
                 let part = json!({"index": 0, "function": {"arguments": piece}});
                 events.push(chunk(json!({"tool_calls": [part]}), Value::Null));
             }
@@ -108,7 +108,7 @@ pub(super) fn raw_tool_call(
                 event(json!({"type": "content_block_start", "index": 0,
                     "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})),
             ];
-            for piece in fragments(arguments) {
+            for piece in fragments(arguments, 3) {
                 events.push(event(json!({"type": "content_block_delta", "index": 0,
                     "delta": {"type": "input_json_delta", "partial_json": piece}})));
             }
