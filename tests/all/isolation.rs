@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use wasmclaw::hooks::ObserverStats;
 use wasmclaw::plugin::loader::Plugin;
+use wasmclaw::plugin::sandbox::engine::EPOCH_TICK;
 use wasmclaw::plugin::{PluginStatus, Plugins};
 use wasmclaw::protocol::TurnStatus;
 use wasmclaw::store::Store;
 use wasmclaw_tests::agents::{agent, openai};
 use wasmclaw_tests::fake_model::{Reply, fake_model};
 use wasmclaw_tests::plugin_log::lines_of;
-use wasmclaw_tests::{PluginDir, ctx, eventually};
+use wasmclaw_tests::{PluginDir, ctx, eventually, own_runtime};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -92,15 +93,18 @@ async fn looping_plugins_run_on_the_plugin_pool_not_on_the_turns_runtime() {
 
 /// Calls dropped before their first tick, by a caller whose runtime never
 /// ran its timers in between (so nothing but the drop starts the epoch
-/// ticker for them), as many as the pool has threads: the guests, which
-/// compute forever, still stop at a tick and let go of their instances.
+/// ticker for them, which is the test's own), as many as the pool has
+/// threads: the guests, which compute forever, still stop at a tick and let
+/// go of their instances.
 #[tokio::test(flavor = "current_thread")]
 async fn looping_calls_dropped_before_their_first_tick_still_stop() {
     let mut lines = lines_of("dropped");
     let dir = PluginDir::new();
     dir.add_as("hostile", "dropped");
     dir.grants("dropped", "[limits]\ntimeout_ms = 60000\n");
-    let plugins = dir.load().await;
+    let runtime = own_runtime();
+    let plugins = dir.load_in(runtime.clone()).await;
+    let ticks = || runtime.epochs().ticks();
     let looper = loaded(&plugins, "dropped");
     let held = Arc::strong_count(&looper);
 
@@ -111,6 +115,7 @@ async fn looping_calls_dropped_before_their_first_tick_still_stop() {
     // Polled by hand and waited for with this thread blocked: this
     // runtime's scheduler, and so its timers, never run until the drop.
     let mut cx = Context::from_waker(Waker::noop());
+    let before = ticks();
     let end = Instant::now() + LIMIT;
     let mut spinning = 0;
     while spinning < calls.len() {
@@ -128,6 +133,10 @@ async fn looping_calls_dropped_before_their_first_tick_still_stop() {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+    // Three ticks' time: the ticker is not running for the spinning calls
+    // (at most the tick under way when the loading's calls ended).
+    std::thread::sleep(EPOCH_TICK * 3);
+    assert!(ticks() <= before + 1, "{} ticks, {before} before", ticks());
     drop(calls);
     assert!(
         eventually(LIMIT, || Arc::strong_count(&looper) == held).await,

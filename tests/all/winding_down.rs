@@ -37,15 +37,17 @@ async fn interrupted(
     wire: &str,
     after: &'static str,
 ) -> (Vec<std::sync::Arc<Event>>, Duration, Core) {
-    interrupted_then(fake, wire, after, async |_| Vec::new()).await
+    let graceful = InterruptMode::Graceful;
+    interrupted_then(fake, wire, after, graceful, async |_| Vec::new()).await
 }
 
-/// As [`interrupted`], calling `then` once the interrupt is accepted; the
-/// events it reads are returned in their place.
+/// As [`interrupted`], with the interrupt's `mode`, calling `then` once the
+/// interrupt is accepted; the events it reads are returned in their place.
 async fn interrupted_then(
     fake: &FakeModel,
     wire: &str,
     after: &'static str,
+    mode: InterruptMode,
     then: impl AsyncFnOnce(&mut Subscription) -> Vec<std::sync::Arc<Event>>,
 ) -> (Vec<std::sync::Arc<Event>>, Duration, Core) {
     let dir = PluginDir::new();
@@ -73,7 +75,7 @@ async fn interrupted_then(
     let mut seen = until(&mut events, LIMIT, is(after)).await;
     let op = Op::Interrupt {
         target: Target::Turn(turn_id),
-        mode: InterruptMode::Graceful,
+        mode,
     };
     assert!(matches!(
         scheduler.submit(op).await,
@@ -180,16 +182,18 @@ async fn text_held_for_a_delta_goes_out_in_its_time_while_the_call_winds_down() 
     let gate = Gate::default();
     let fake = FakeModel::start([Reply::PauseMidStream(gate.clone(), fox.into())]).await;
     let streamed = |events: &[std::sync::Arc<Event>]| streamed_text(events, 1);
-    let (events, _took, _scheduler) = interrupted_then(&fake, "openai", "llm_delta", async |sub| {
-        // The first third came before the interrupt.
-        let mut seen = Vec::new();
-        while streamed(&seen) != "n fox jumps ove" {
-            seen.extend(until(sub, LIMIT, is("llm_delta")).await);
-        }
-        gate.open();
-        seen
-    })
-    .await;
+    let graceful = InterruptMode::Graceful;
+    let (events, _took, _scheduler) =
+        interrupted_then(&fake, "openai", "llm_delta", graceful, async |sub| {
+            // The first third came before the interrupt.
+            let mut seen = Vec::new();
+            while streamed(&seen) != "n fox jumps ove" {
+                seen.extend(until(sub, LIMIT, is("llm_delta")).await);
+            }
+            gate.open();
+            seen
+        })
+        .await;
     assert_eq!(
         end(&events),
         (
@@ -199,6 +203,21 @@ async fn text_held_for_a_delta_goes_out_in_its_time_while_the_call_winds_down() 
         )
     );
     assert_eq!(streamed(&events), fox);
+}
+
+/// Text held for a delta when a hard interrupt drops the call goes out
+/// before the turn's end: the model streamed two thirds of its answer (the
+/// second within 50 ms of the first, so held) and waits at a gate that
+/// never opens.
+#[tokio::test(flavor = "multi_thread")]
+async fn text_held_for_a_delta_goes_out_when_a_hard_interrupt_drops_the_call() {
+    let fox = "The quick brown fox jumps over the lazy dog.";
+    let fake = FakeModel::start([Reply::PauseMidStream(Gate::default(), fox.into())]).await;
+    let hard = InterruptMode::Hard;
+    let (events, _took, _scheduler) =
+        interrupted_then(&fake, "openai", "llm_delta", hard, async |_| Vec::new()).await;
+    assert_eq!(end(&events).0, TurnStatus::Aborted);
+    assert_eq!(streamed_text(&events, 1), "The quick brown fox jumps ove");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -217,11 +236,13 @@ async fn an_attempt_that_fails_after_the_interrupt_is_not_retried() {
         Reply::text("never"),
     ])
     .await;
-    let (events, took, _scheduler) = interrupted_then(&fake, "openai", "llm_request", async |_| {
-        gate.open();
-        Vec::new()
-    })
-    .await;
+    let graceful = InterruptMode::Graceful;
+    let (events, took, _scheduler) =
+        interrupted_then(&fake, "openai", "llm_request", graceful, async |_| {
+            gate.open();
+            Vec::new()
+        })
+        .await;
     assert_eq!(
         end(&events),
         (

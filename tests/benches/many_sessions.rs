@@ -67,9 +67,12 @@ fn main() {
             FakeModel::openai_base_url,
         );
     }
-    // The runtime `wasmclaw` runs on, with as many worker threads.
-    let rt = wasmclaw::cli::async_runtime().unwrap();
     if let Some(at) = args.iter().position(|a| a == CLIENTS_FLAG) {
+        // The load: a worker thread per core.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let report = rt.block_on(clients(&args[at + 1], &args[at + 2]));
         #[allow(clippy::print_stdout)]
         {
@@ -77,7 +80,8 @@ fn main() {
         }
         return;
     }
-    rt.block_on(bench());
+    // The server: the runtime `wasmclaw` runs on, with as many worker threads.
+    wasmclaw::cli::async_runtime().unwrap().block_on(bench());
 }
 
 /// Bytes the process holds on the heap now.

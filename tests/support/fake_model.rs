@@ -959,6 +959,7 @@ fn body_response(parts: Vec<String>, cut: bool) -> Response {
 
 /// `s` split at character boundaries into `n` pieces (fewer when shorter).
 fn fragments(s: &str, n: usize) -> Vec<String> {
+    let n = n.max(1);
     let chars: Vec<char> = s.chars().collect();
     let bounds: Vec<usize> = (0..=n).map(|i| i * chars.len() / n).collect();
     bounds

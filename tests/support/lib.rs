@@ -60,16 +60,19 @@ pub fn target_dir() -> PathBuf {
 /// runs (entries are keyed by content, so a stale hit is impossible).
 pub fn runtime() -> Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            Runtime::new(RuntimeConfig {
-                cache_dir: Some(target_dir().join("test-cache")),
-                compiler: Compiler::InProcess,
-                ..RuntimeConfig::default()
-            })
-            .expect("creating the runtime")
-        })
-        .clone()
+    RUNTIME.get_or_init(own_runtime).clone()
+}
+
+/// A runtime of the caller's own (its engine and epoch ticker), with the
+/// shared compile cache: for a test that watches the ticker, which the
+/// other tests' calls would keep running.
+pub fn own_runtime() -> Runtime {
+    Runtime::new(RuntimeConfig {
+        cache_dir: Some(target_dir().join("test-cache")),
+        compiler: Compiler::InProcess,
+        ..RuntimeConfig::default()
+    })
+    .expect("creating the runtime")
 }
 
 /// A plugin directory in a temporary folder.
@@ -139,7 +142,12 @@ impl PluginDir {
     }
 
     pub async fn load(&self) -> Arc<Plugins> {
-        Plugins::load_dir(runtime(), self.path()).await
+        self.load_in(runtime()).await
+    }
+
+    /// Loads the folder in `runtime`.
+    pub async fn load_in(&self, runtime: Runtime) -> Arc<Plugins> {
+        Plugins::load_dir(runtime, self.path()).await
     }
 }
 

@@ -1,9 +1,10 @@
 //! One model call of a turn: the call through the chain, its events, and
 //! what a graceful interrupt does to a call in flight.
 //!
-//! The call publishes `llm_request`, then `llm_delta` as text streams in (at
-//! most one every 50 ms: see `deltas.rs`) and `llm_retry` for each failed
-//! attempt the chain tries again, then `llm_response`.
+//! The call publishes `llm_request`, then `llm_delta` as text streams in (the
+//! first text of each attempt at once, later text at most every 50 ms: see
+//! `deltas.rs`) and `llm_retry` for each failed attempt the chain tries
+//! again, then `llm_response`.
 //!
 //! A graceful interrupt asks the turn to end soon with what it has, so from
 //! the moment it arrives (or, for a call made after it, from the call's
@@ -177,6 +178,9 @@ impl Turn {
                 bus.publish(scope, delta(text));
             }
         };
+        // A call dropped on the way (a hard interrupt, the turn's deadline)
+        // still publishes what it held, before the turn's end.
+        let _held_on_drop = OnDrop(&publish_held);
         let chat = self.spec.profile.chain.chat(request, &mut on_progress);
         tokio::pin!(chat);
         let answered = loop {
@@ -250,6 +254,15 @@ impl Turn {
             response,
             model: answered.model,
         })
+    }
+}
+
+/// Calls its function when dropped.
+struct OnDrop<F: Fn()>(F);
+
+impl<F: Fn()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)();
     }
 }
 

@@ -94,7 +94,7 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    /// Calls in flight.
+    /// Calls in flight that hold the ticker running (their claim started).
     running: usize,
     stop: bool,
     /// Ticks so far, and the wake-ups calls gave the thread (the tests
@@ -125,7 +125,7 @@ impl Shared {
 }
 
 impl Epochs {
-    /// Holds the ticker running for one call (from before instantiation to
+    /// Holds the ticker running for one call (from its [`Claim::start`] to
     /// the call's end). Wakes the ticker's thread only if it sleeps: one
     /// still ticking (the last call ended less than a tick ago) goes on.
     pub fn running(&self) -> Running {

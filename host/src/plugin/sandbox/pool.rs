@@ -194,7 +194,8 @@ pub type GuestCall<T> = Box<
 /// (most calls end sooner and never wake the ticker's thread). The caller
 /// starts it ([`Claim::start`]) with a timer of its runtime, which guest
 /// code never holds up; a caller on the pool itself (an observer's call),
-/// whose timer a computing guest could hold up, starts it at once, as does
+/// whose timer a computing guest could hold up, or outside a tokio runtime
+/// (no timer), starts it at once, as does
 /// a caller that drops the call: the aborted task stops at the guest's next
 /// yield, which only a tick gives a guest that computes. The task ends the
 /// claim wherever it stops.
@@ -209,7 +210,7 @@ pub async fn call_guest<T: Send + 'static>(
         let outcome = until_deadline(&mut store, async move |store| call(store).await).await;
         (store, outcome)
     });
-    if IN_POOL.get() {
+    if IN_POOL.get() || Handle::try_current().is_err() {
         claim.start();
         return task.await;
     }

@@ -47,7 +47,8 @@ pub struct PluginState {
     memory: Arc<CallMemory>,
     /// What the host holds for it until it ends.
     charges: CallCharges,
-    /// The engine's epoch ticker, held running while the call is in flight.
+    /// The engine's epoch ticker, held running while the call is in flight
+    /// (from its first tick on: see [`super::engine::Claim`]).
     pub(super) epochs: Epochs,
 }
 
