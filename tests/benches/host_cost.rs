@@ -14,9 +14,10 @@
 //!   turn back to back, at most 1.5 times that with the 200 ms model. Also
 //!   its threads' wake-ups (context switches) per turn: most of a turn's CPU
 //!   is handing work from thread to thread. And, with the model at once, a
-//!   text turn whose 900-character answer streams in 200 chunks, as a real
-//!   model streams it (no target of its own: the targeted rows stream two
-//!   or three chunks).
+//!   text turn whose 900-character answer streams in 200 chunks, a token or
+//!   so each, as a real model sends it, though all at once: the best case
+//!   for joining them into deltas (no target of its own: the targeted rows
+//!   stream two or three chunks).
 //! - **idle**: `wasmclaw serve` with ten plugins, once up and loaded: its
 //!   CPU and its threads' wake-ups (context switches) over 60 s
 //!   (`WASMCLAW_BENCH_IDLE_SECONDS` to change). Target: under 5 ms.
