@@ -180,7 +180,7 @@ impl Turn {
         };
         // A call dropped on the way (a hard interrupt, the turn's deadline)
         // still publishes what it held, before the turn's end.
-        let _held_on_drop = OnDrop(&publish_held);
+        scopeguard::defer! { publish_held(); }
         let chat = self.spec.profile.chain.chat(request, &mut on_progress);
         tokio::pin!(chat);
         let answered = loop {
@@ -254,15 +254,6 @@ impl Turn {
             response,
             model: answered.model,
         })
-    }
-}
-
-/// Calls its function when dropped.
-struct OnDrop<F: Fn()>(F);
-
-impl<F: Fn()> Drop for OnDrop<F> {
-    fn drop(&mut self) {
-        (self.0)();
     }
 }
 

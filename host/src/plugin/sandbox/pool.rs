@@ -204,7 +204,7 @@ pub async fn call_guest<T: Send + 'static>(
     call: GuestCall<T>,
 ) -> (wasmtime::Store<PluginState>, wasmtime::Result<T>) {
     let claim = Claim::new(&store.data().epochs);
-    let ended = EndOnDrop(claim.clone());
+    let ended = scopeguard::guard(claim.clone(), |claim| claim.end());
     let task = run(async move {
         let _ended = ended;
         let outcome = until_deadline(&mut store, async move |store| call(store).await).await;
@@ -214,7 +214,7 @@ pub async fn call_guest<T: Send + 'static>(
         claim.start();
         return task.await;
     }
-    let _dropped = StartOnDrop(claim.clone());
+    let _dropped = scopeguard::guard(claim.clone(), |claim| claim.start());
     tokio::pin!(task);
     tokio::select! {
         biased;
@@ -222,25 +222,6 @@ pub async fn call_guest<T: Send + 'static>(
         () = tokio::time::sleep(EPOCH_TICK) => claim.start(),
     }
     task.await
-}
-
-/// Ends a call's claim on the ticker when the call's task is dropped.
-struct EndOnDrop(Claim);
-
-impl Drop for EndOnDrop {
-    fn drop(&mut self) {
-        self.0.end();
-    }
-}
-
-/// Starts a call's claim when its caller lets go of it (nothing once the
-/// call has ended).
-struct StartOnDrop(Claim);
-
-impl Drop for StartOnDrop {
-    fn drop(&mut self) {
-        self.0.start();
-    }
 }
 
 /// `spawner`, with the child turns it starts run on the runtime of the
