@@ -789,6 +789,10 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
         .unwrap();
     assert_eq!(begin.body.kind().as_str(), "turn_begin");
     let turn_id = begin.turn_id.clone().unwrap();
+    // The turn's model call is at the gate: on a loaded machine, a shutdown
+    // before the call starts would make the turn's last call at once, and
+    // the server would be gone before the refusals below are asked for.
+    assert!(eventually(LIMIT, || fake.requests().len() == 1).await);
     let api = server.api.clone();
     let bus = server.agent.bus().clone();
     let store = server.agent.store().clone();
