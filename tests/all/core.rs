@@ -13,7 +13,7 @@ use wasmclaw::scheduler::SchedulerConfig;
 use wasmclaw::store::Store;
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::agents::{core_with, openai};
-use wasmclaw_tests::fake_model::{FakeModel, Reply, fake_model, roles_and_texts};
+use wasmclaw_tests::fake_model::{FakeModel, Gate, Reply, fake_model, roles_and_texts};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -46,8 +46,10 @@ async fn started(core: &Core, op: Op) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn wait_turn_answers_for_a_turn_that_already_ended_and_one_that_ends_later() {
-    let fake = fake_model(|last_user, _| match last_user {
-        "slow" => Reply::Delay(Duration::from_millis(500), Box::new(Reply::text("late"))),
+    let gate = Gate::default();
+    let held = gate.clone();
+    let fake = fake_model(move |last_user, _| match last_user {
+        "slow" => Reply::Gated(held.clone(), Box::new(Reply::text("late"))),
         _ => Reply::text("early"),
     })
     .await;
@@ -74,10 +76,12 @@ async fn wait_turn_answers_for_a_turn_that_already_ended_and_one_that_ends_later
     // Still running when the wait began.
     let turn_id = started(&core, message("b", "slow")).await;
     assert!(core.is_busy("b"));
-    let ended = tokio::time::timeout(LIMIT, core.wait_turn(&turn_id))
-        .await
-        .expect("the turn ends in time")
-        .unwrap();
+    // `join!` polls the wait first: it has begun when the gate opens.
+    let (ended, ()) = tokio::join!(
+        tokio::time::timeout(LIMIT, core.wait_turn(&turn_id)),
+        async { gate.open() },
+    );
+    let ended = ended.expect("the turn ends in time").unwrap();
     assert_eq!(ended.turn_id, turn_id);
     assert_eq!(ended.answer.as_deref(), Some("late"));
 }

@@ -117,11 +117,14 @@ async fn stored(server: &TestServer, key: &str) -> Vec<Event> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn messages_start_steer_or_queue_turns_and_wait_returns_the_answer() {
-    // The first reply to "slow" waits, so the session stays busy.
-    let fake = fake_model(|last_user, after_tool| {
+    // The first reply to "slow" waits at a gate, so the session stays busy
+    // until the test has steered it and queued a message behind it.
+    let gate = Gate::default();
+    let held = gate.clone();
+    let fake = fake_model(move |last_user, after_tool| {
         let reply = add_then_answer(last_user, after_tool);
         if last_user == "slow" && !after_tool {
-            Reply::Delay(Duration::from_millis(1500), Box::new(reply))
+            Reply::Gated(held.clone(), Box::new(reply))
         } else {
             reply
         }
@@ -174,12 +177,24 @@ async fn messages_start_steer_or_queue_turns_and_wait_returns_the_answer() {
         (status, policy),
         (StatusCode::OK, json!({"policy": "follow_up"}))
     );
-    let (_, queued) = post(
-        &server,
-        "/v1/sessions/b/messages?wait=true",
-        json!({"content": "later"}),
-    )
-    .await;
+    let waiter = {
+        let client = server.client();
+        let url = server.at("/v1/sessions/b/messages?wait=true");
+        tokio::spawn(async move {
+            let response = client
+                .post(url)
+                .json(&json!({"content": "later"}))
+                .send()
+                .await
+                .unwrap();
+            response.json::<Value>().await.unwrap()
+        })
+    };
+    let core = server.core.clone();
+    let behind = || core.live("b").is_some_and(|live| live.queued.len() == 1);
+    assert!(eventually(LIMIT, behind).await, "\"later\" is queued");
+    gate.open();
+    let queued = tokio::time::timeout(LIMIT, waiter).await.unwrap().unwrap();
     let later = queued["turn_id"].as_str().unwrap().to_string();
     assert_ne!(later, running);
     assert_eq!(
@@ -330,9 +345,12 @@ async fn a_client_that_falls_behind_is_refilled_from_the_event_log() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn interrupts_name_the_session_or_the_turn() {
-    let fake = fake_model(|last_user, after_tool| {
+    // Every reply waits at a gate that stays closed: the turn runs until the
+    // hard interrupt drops its model call.
+    let gate = Gate::default();
+    let fake = fake_model(move |last_user, after_tool| {
         let reply = add_then_answer(last_user, after_tool);
-        Reply::Delay(Duration::from_millis(1500), Box::new(reply))
+        Reply::Gated(gate.clone(), Box::new(reply))
     })
     .await;
     let (server, _dir) = server(&fake, Setup::default()).await;
@@ -420,15 +438,17 @@ async fn interrupts_name_the_session_or_the_turn() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_shows_its_history_recorded_tree_and_live_tree() {
-    // The parent asks a sub-agent; the child's reply waits, so the live
-    // tree can be read while it runs.
-    let fake = fake_model(|last_user, after_tool| match (last_user, after_tool) {
+    // The parent asks a sub-agent; the child's reply waits at a gate, so the
+    // live tree can be read while it runs.
+    let gate = Gate::default();
+    let held = gate.clone();
+    let fake = fake_model(move |last_user, after_tool| match (last_user, after_tool) {
         ("research", false) => Reply::tool(
             "s1",
             "subagent",
             json!({"task": "dig", "label": "digger", "tools": []}),
         ),
-        ("dig", _) => Reply::Delay(Duration::from_millis(800), Box::new(Reply::text("dug"))),
+        ("dig", _) => Reply::Gated(held.clone(), Box::new(Reply::text("dug"))),
         (_, true) => Reply::text("done"),
         _ => Reply::text("?"),
     })
@@ -461,6 +481,7 @@ async fn a_session_shows_its_history_recorded_tree_and_live_tree() {
             }]
         })
     );
+    gate.open();
     tokio::time::timeout(LIMIT, server.core.until_idle("t"))
         .await
         .unwrap();
