@@ -34,6 +34,21 @@
 //! [`SETTLE`], not one a second (with a model that takes its time, those
 //! had been a tenth of a turn's CPU).
 //!
+//! # Catching up
+//!
+//! The log starts again from its beginning only at a commit that finds all
+//! of it copied back; until then it grows. Under a steady stream of
+//! commits, a `PASSIVE` checkpoint never gets there: commits come in while
+//! it copies and syncs the database, and the log it leaves is longer than
+//! what it copied. (The log of a `serve` answering turn after turn grew by
+//! 40 KB a turn, without end.) So each checkpoint is two: a `PASSIVE` one
+//! copies the log back without holding anything up, then a `RESTART` one
+//! takes the writer's lock, copies what the commits added meanwhile (a few
+//! pages), and waits for readers to be done with the log. Commits wait for
+//! that second one, at most once a second; it waits [`CATCH_UP_WAIT`] at
+//! most for the lock or a reader, and gives up till the next checkpoint
+//! if it must wait longer.
+//!
 //! # The commit after
 //!
 //! A checkpoint that copies the whole log back says so (the `emptied` flag
@@ -58,6 +73,10 @@ pub const DUE_AT: i32 = 1000;
 
 /// The longest a commit waits to be checkpointed while the log stays short.
 pub const SETTLE: Duration = Duration::from_secs(10);
+
+/// The longest a checkpoint that catches up waits for the writer's lock or
+/// a reader, holding the next commits off meanwhile.
+const CATCH_UP_WAIT: Duration = Duration::from_millis(10);
 
 /// The log is trimmed to this size (by the store's writing connection)
 /// once a checkpoint has emptied it, if it grew past it.
@@ -126,6 +145,7 @@ pub fn spawn(path: &Path, emptied: Arc<AtomicBool>) -> Result<Checkpoints> {
 fn spawn_settling(path: &Path, settle: Duration, emptied: Arc<AtomicBool>) -> Result<Checkpoints> {
     let conn = Connection::open(path)
         .with_context(|| format!("opening {} for checkpoints", path.display()))?;
+    conn.busy_timeout(CATCH_UP_WAIT)?;
     let shared = Arc::new(Shared {
         due: Mutex::default(),
         wake: Condvar::new(),
@@ -141,21 +161,45 @@ fn spawn_settling(path: &Path, settle: Duration, emptied: Arc<AtomicBool>) -> Re
     })
 }
 
+/// Copies the log back, and sets `emptied` once all of it is in the
+/// database (see the module's docs, "Catching up").
+fn checkpoint(conn: &Connection, emptied: &AtomicBool) {
+    let copied = copy_back(conn, "PASSIVE").and_then(|_| copy_back(conn, "RESTART"));
+    match copied {
+        Ok(Copied {
+            finished: true,
+            log,
+            copied,
+        }) if log > 0 && copied == log => emptied.store(true, Ordering::Release),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("session store checkpoint: {e}"),
+    }
+}
+
+/// What a checkpoint did.
+struct Copied {
+    /// It was not kept from its end by the writer or a reader (past
+    /// [`CATCH_UP_WAIT`]).
+    finished: bool,
+    /// The log's length, in frames (-1 when the database is not in WAL
+    /// mode).
+    log: i64,
+    /// How much of the log is now in the database, in frames.
+    copied: i64,
+}
+
+/// A checkpoint in `mode`.
+fn copy_back(conn: &Connection, mode: &str) -> rusqlite::Result<Copied> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+        Ok(Copied {
+            finished: row.get::<_, i64>(0)? == 0,
+            log: row.get(1)?,
+            copied: row.get(2)?,
+        })
+    })
+}
+
 fn run(conn: &Connection, shared: &Shared, settle: Duration, emptied: &AtomicBool) {
-    let checkpoint = || {
-        // The log's length and how much of it is now in the database, in
-        // frames (-1 and -1 when the database is not in WAL mode).
-        let copied = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
-        });
-        match copied {
-            Ok((log, copied)) if log > 0 && copied == log => {
-                emptied.store(true, Ordering::Release);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!("session store checkpoint: {e}"),
-        }
-    };
     let mut last: Option<Instant> = None;
     loop {
         let mut due = shared.lock();
@@ -186,7 +230,7 @@ fn run(conn: &Connection, shared: &Shared, settle: Duration, emptied: &AtomicBoo
             (due.written, due.now) = (false, false);
             due.closed
         };
-        checkpoint();
+        checkpoint(conn, emptied);
         if closed {
             return;
         }
@@ -205,7 +249,7 @@ mod tests {
 
     use super::super::Store;
     use super::super::tests::delta;
-    use super::{DUE_AT, spawn_settling};
+    use super::{DUE_AT, SETTLE, spawn_settling};
 
     fn size(path: &Path) -> u64 {
         std::fs::metadata(path).unwrap().len()
@@ -373,6 +417,37 @@ mod tests {
         assert!(
             set_within(&emptied, Duration::from_secs(5)),
             "never said the log was copied back"
+        );
+    }
+
+    /// How many times the log of the database at `path` started again
+    /// from its beginning (its header's checkpoint sequence).
+    fn restarts(path: &Path) -> u32 {
+        let log = std::fs::read(path.with_extension("db-wal")).unwrap();
+        u32::from_be_bytes(log[12..16].try_into().unwrap())
+    }
+
+    #[test]
+    fn the_log_starts_again_while_commits_never_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let conn = database(&path);
+        let mut checkpoints = spawn_settling(&path, SETTLE, Arc::default()).unwrap();
+        write(&conn, 1);
+        checkpoints.written(DUE_AT);
+        let first = restarts(&path);
+        // Commits one after another, each making a checkpoint due: every
+        // checkpoint has commits coming in while it copies.
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while restarts(&path) < first + 2 && std::time::Instant::now() < end {
+            write(&conn, 1);
+            checkpoints.written(DUE_AT);
+        }
+        assert!(
+            restarts(&path) >= first + 2,
+            "the log started again {} times in 10 s of commits, and is {} pages long",
+            restarts(&path) - first,
+            log_pages(&path)
         );
     }
 
