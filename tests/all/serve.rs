@@ -162,6 +162,9 @@ async fn messages_start_steer_or_queue_turns_and_wait_returns_the_answer() {
         started,
         json!({"turn_id": running, "disposition": "started"})
     );
+    // Steering is taken in before each model call: the steer waits until
+    // the first call is at the gate, or that call would ask about it.
+    assert!(eventually(LIMIT, || fake.requests().len() == 3).await);
     let (_, steered) = post(&server, "/v1/sessions/b/steer", json!({"content": "also"})).await;
     assert_eq!(
         steered,
