@@ -49,6 +49,20 @@ async fn post(server: &TestServer, path: &str, body: Value) -> (StatusCode, Valu
     (response.status(), response.json().await.unwrap())
 }
 
+/// [`post`] in a task of its own: for a request that waits (`?wait=true`)
+/// while the test goes on.
+fn post_in_task(
+    server: &TestServer,
+    path: &str,
+    body: Value,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let (client, url) = (server.client(), server.at(path));
+    tokio::spawn(async move {
+        let response = client.post(url).json(&body).send().await.unwrap();
+        (response.status(), response.json().await.unwrap())
+    })
+}
+
 async fn get(server: &TestServer, path: &str) -> (StatusCode, Value) {
     let response = server.client().get(server.at(path)).send().await.unwrap();
     (response.status(), response.json().await.unwrap())
@@ -180,24 +194,16 @@ async fn messages_start_steer_or_queue_turns_and_wait_returns_the_answer() {
         (status, policy),
         (StatusCode::OK, json!({"policy": "follow_up"}))
     );
-    let waiter = {
-        let client = server.client();
-        let url = server.at("/v1/sessions/b/messages?wait=true");
-        tokio::spawn(async move {
-            let response = client
-                .post(url)
-                .json(&json!({"content": "later"}))
-                .send()
-                .await
-                .unwrap();
-            response.json::<Value>().await.unwrap()
-        })
-    };
+    let waiter = post_in_task(
+        &server,
+        "/v1/sessions/b/messages?wait=true",
+        json!({"content": "later"}),
+    );
     let core = server.core.clone();
     let behind = || core.live("b").is_some_and(|live| live.queued.len() == 1);
     assert!(eventually(LIMIT, behind).await, "\"later\" is queued");
     gate.open();
-    let queued = tokio::time::timeout(LIMIT, waiter).await.unwrap().unwrap();
+    let (_, queued) = tokio::time::timeout(LIMIT, waiter).await.unwrap().unwrap();
     let later = queued["turn_id"].as_str().unwrap().to_string();
     assert_ne!(later, running);
     assert_eq!(
@@ -250,23 +256,18 @@ async fn the_event_stream_resumes_after_a_dropped_connection_losing_nothing() {
     let first = first["turn_id"].as_str().unwrap().to_string();
     let mut seen = until_turn_end(&mut stream, &first).await;
     // The connection drops in the middle of the next turn...
-    let second = tokio::spawn({
-        let (client, url) = (
-            server.client(),
-            server.at("/v1/sessions/r/messages?wait=true"),
-        );
-        async move {
-            let response = client.post(url).json(&json!({"content": "two"})).send();
-            let done: Value = response.await.unwrap().json().await.unwrap();
-            done["turn_id"].as_str().unwrap().to_string()
-        }
-    });
+    let second = post_in_task(
+        &server,
+        "/v1/sessions/r/messages?wait=true",
+        json!({"content": "two"}),
+    );
     let next = tokio::time::timeout(LIMIT, stream.next()).await.unwrap();
     seen.push(next.unwrap());
     drop(stream);
     // ...which, and a third, go on without the client. The third is sent
     // once the second has ended, so it is a turn of its own, not steering.
-    let second = tokio::time::timeout(LIMIT, second).await.unwrap().unwrap();
+    let (_, second) = tokio::time::timeout(LIMIT, second).await.unwrap().unwrap();
+    let second = second["turn_id"].as_str().unwrap().to_string();
     let (_, third) = post(
         &server,
         "/v1/sessions/r/messages?wait=true",
@@ -366,16 +367,11 @@ async fn interrupts_name_the_session_or_the_turn() {
         json!({"policy": "follow_up"}),
     )
     .await;
-    let waiter = {
-        let (client, url) = (
-            server.client(),
-            server.at("/v1/sessions/i/messages?wait=true"),
-        );
-        tokio::spawn(async move {
-            let response = client.post(url).json(&json!({"content": "next"})).send();
-            response.await.unwrap().json::<Value>().await.unwrap()
-        })
-    };
+    let waiter = post_in_task(
+        &server,
+        "/v1/sessions/i/messages?wait=true",
+        json!({"content": "next"}),
+    );
     assert!(
         eventually(LIMIT, || {
             server.core.live("i").is_some_and(|l| l.queued.len() == 1)
@@ -410,7 +406,7 @@ async fn interrupts_name_the_session_or_the_turn() {
         json!({"turn_id": turn_id, "mode": "hard", "discarded": ["next"]})
     );
     // The dropped follow-up's turn is answered as not run.
-    let answer = tokio::time::timeout(LIMIT, waiter).await.unwrap().unwrap();
+    let (_, answer) = tokio::time::timeout(LIMIT, waiter).await.unwrap().unwrap();
     assert_eq!(
         answer,
         json!({
@@ -794,19 +790,11 @@ async fn shutdown_winds_running_turns_down_and_flushes_every_event() {
     };
     let (server, _dir) = server(&fake, setup).await;
     let mut stream = subscribe(&server, "d", None).await;
-    let waiter = {
-        let client = server.client();
-        let url = server.at("/v1/sessions/d/messages?wait=true");
-        tokio::spawn(async move {
-            let response = client
-                .post(url)
-                .json(&json!({"content": "work"}))
-                .send()
-                .await
-                .unwrap();
-            (response.status(), response.json::<Value>().await.unwrap())
-        })
-    };
+    let waiter = post_in_task(
+        &server,
+        "/v1/sessions/d/messages?wait=true",
+        json!({"content": "work"}),
+    );
     let (_, begin, _) = tokio::time::timeout(LIMIT, stream.next())
         .await
         .unwrap()

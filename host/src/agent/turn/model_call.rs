@@ -210,7 +210,8 @@ impl Turn {
                     &publish_held,
                 )
                 .await;
-                publish_held();
+                // A call dropped here publishes what it held on the way out
+                // (the guard above); one that answered, below.
                 match wound_down {
                     Some(Ok(answered)) => Ok(answered),
                     failed => {
