@@ -6,7 +6,7 @@
 # after updating dependencies (their functions' names change with their
 # versions) or changing much of the host's start-up or turn path; a stale
 # list still links, with less of the gain. It leaves an unstripped release
-# build in target/release.
+# build in target/release (or under $CARGO_TARGET_DIR, when set).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -42,7 +42,7 @@ for _ in $(seq 100); do [ -s "$work/model-port" ] && break; sleep 0.1; done
 base="http://127.0.0.1:$(cat "$work/model-port")/v1"
 
 export WASMCLAW_HOME="$work/home" RUST_LOG=error
-bin=target/release/wasmclaw
+bin="${CARGO_TARGET_DIR:-target}/release/wasmclaw"
 model_args=(--model openai:order --base-url "$base")
 grind() {
   valgrind --tool=callgrind --demangle=no --dump-instr=no \
