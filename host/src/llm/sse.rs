@@ -86,7 +86,9 @@ impl Decoder {
                 bytes = &bytes[1..];
             }
             self.after_cr = false;
-            match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+            // By words, not a byte at a time (which cost 14 instructions a
+            // byte of the stream).
+            match memchr::memchr2(b'\n', b'\r', bytes) {
                 None => {
                     if self.line.len() + bytes.len() > self.max {
                         return Err(TooLarge);
