@@ -75,6 +75,9 @@ lint: test
 
 # Benchmarks: tables on stdout, figures in
 # target/bench/{runtime,turns,scheduler,subturns,serve,hooks,languages,sse,isolation,idle_sessions,host_cost,many_sessions,compaction,mcp}.json.
+# The release binary (optimised whole, which `host_cost` runs) and the
+# benches (built without LTO: see `[profile.bench]` in Cargo.toml) each
+# build the host's dependencies.
 bench: setup lang-plugins
 	@$(STEP) "building the host (release)" cargo build --release -p wasmclaw
 	@$(STEP) "benchmarks" cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve --bench hooks --bench languages --bench sse --bench isolation --bench idle_sessions --bench host_cost --bench many_sessions --bench compaction --bench mcp
