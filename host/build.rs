@@ -19,7 +19,7 @@ fn main() {
 
 /// An optimised build for x86-64 Linux, where rustc links with LLD, lays
 /// out the functions named in `link-order.txt` first and together: the ones
-/// a one-shot `run` and `serve`'s turns execute (4.4 MB of the 38 MB of
+/// a one-shot `run` and `serve`'s turns execute (4.6 MB of the 34 MB of
 /// code; `make link-order` writes the list). The kernel maps a binary's
 /// code in runs of pages around each page touched: scattered over the whole
 /// text, those functions made 20 MB of it resident in a `run`; together,
