@@ -45,8 +45,8 @@ demo: setup lang-plugins
 	@$(STEP) "the demo" bash scripts/demo.sh
 
 # `wasmclaw` on the PATH: built with the cargo profile PROFILE (default
-# `release`: optimised and stripped; `dev` installs the debug build,
-# `profiling` one with symbols) and copied to PREFIX/bin, default
+# `release`: optimised whole, no debug info; `dev` installs the debug build,
+# `profiling` one with line tables) and copied to PREFIX/bin, default
 # ~/.cargo/bin, where rustup puts cargo (so it is on the PATH already).
 # Same as `cargo install --path host --locked` for the release profile.
 PROFILE ?= release
