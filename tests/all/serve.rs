@@ -39,14 +39,7 @@ async fn server(fake: &FakeModel, setup: Setup) -> (TestServer, PluginDir) {
 }
 
 async fn post(server: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
-    let response = server
-        .client()
-        .post(server.at(path))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (response.status(), response.json().await.unwrap())
+    send_post(server.client(), server.at(path), body).await
 }
 
 /// [`post`] in a task of its own: for a request that waits (`?wait=true`)
@@ -56,11 +49,12 @@ fn post_in_task(
     path: &str,
     body: Value,
 ) -> tokio::task::JoinHandle<(StatusCode, Value)> {
-    let (client, url) = (server.client(), server.at(path));
-    tokio::spawn(async move {
-        let response = client.post(url).json(&body).send().await.unwrap();
-        (response.status(), response.json().await.unwrap())
-    })
+    tokio::spawn(send_post(server.client(), server.at(path), body))
+}
+
+async fn send_post(client: reqwest::Client, url: String, body: Value) -> (StatusCode, Value) {
+    let response = client.post(url).json(&body).send().await.unwrap();
+    (response.status(), response.json().await.unwrap())
 }
 
 async fn get(server: &TestServer, path: &str) -> (StatusCode, Value) {
