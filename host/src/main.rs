@@ -1,5 +1,13 @@
 use clap::Parser;
 
+/// mimalloc rather than the C library's allocator: a turn makes a few
+/// hundred small allocations, most freed on the thread that made them,
+/// which mimalloc's per-thread free lists serve in a few instructions (5-10%
+/// less CPU a turn). Built without transparent huge pages (`no_thp`): with
+/// them a one-shot `run` touched 29 MB instead of 21, and turns were slower.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     wasmclaw::cli::exit_quietly_on_broken_pipe();
     let cli = wasmclaw::cli::Cli::parse();

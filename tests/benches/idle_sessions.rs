@@ -16,12 +16,10 @@
 //! and the scheduler's tables, so what is measured is growth.
 //! SQLite's own page cache (bounded by its settings) is outside the count.
 
-use std::alloc::System;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use wasmclaw::agent::{Agent, AgentConfig};
 use wasmclaw::llm::{Chain, Provider, ProviderConfig, RetryPolicy};
 use wasmclaw::protocol::{Accepted, Op};
@@ -29,9 +27,10 @@ use wasmclaw::scheduler::{Scheduler, SchedulerConfig};
 use wasmclaw::store::{EventLog, Store};
 use wasmclaw_tests::PluginDir;
 use wasmclaw_tests::bench::{Row, print_and_save};
+use wasmclaw_tests::heap::Counted;
 
 #[global_allocator]
-static HEAP: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+static HEAP: Counted = Counted::new();
 
 const SESSIONS: usize = 10_000;
 /// Turns submitted before waiting for the sessions to go idle.
@@ -46,13 +45,6 @@ fn main() {
         .unwrap();
     let rows = rt.block_on(bench());
     print_and_save("idle_sessions", &rows);
-}
-
-/// Bytes the process holds on the heap now.
-fn heap() -> i64 {
-    // A reallocation is counted in both (what it grew, or shrank).
-    let stats = HEAP.stats();
-    stats.bytes_allocated as i64 - stats.bytes_deallocated as i64
 }
 
 async fn bench() -> Vec<Row> {
@@ -82,17 +74,17 @@ async fn bench() -> Vec<Row> {
 
     run(&scheduler, &log, "warmup").await;
     until_let_go(&scheduler).await;
-    let before = heap();
+    let before = HEAP.held();
     let started = Instant::now();
     run(&scheduler, &log, "measured").await;
-    let idle_in_memory = heap();
+    let idle_in_memory = HEAP.held();
     let in_memory = scheduler.sessions_in_memory();
     assert!(
         started.elapsed() < LET_GO_AFTER,
         "the run took longer than the idle time; the figure of sessions in memory would be wrong"
     );
     until_let_go(&scheduler).await;
-    let let_go = heap();
+    let let_go = HEAP.held();
 
     let per = |bytes: i64| bytes as f64 / SESSIONS as f64;
     vec![

@@ -22,12 +22,10 @@
 //! A first round of the same size warms the allocator, the store and the
 //! tables, so what is measured is growth.
 
-use std::alloc::System;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use tokio::io::AsyncReadExt;
 use tokio::task::JoinSet;
 use wasmclaw::llm::ProviderKind;
@@ -38,11 +36,12 @@ use wasmclaw_tests::bench::{
     print_and_save, process_cpu, serve_fake_model, us,
 };
 use wasmclaw_tests::fake_model::FakeModel;
+use wasmclaw_tests::heap::Counted;
 use wasmclaw_tests::server::{Setup, TestServer, client_builder};
 use wasmclaw_tests::{PluginDir, agents};
 
 #[global_allocator]
-static HEAP: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+static HEAP: Counted = Counted::new();
 
 const SESSIONS: usize = 10_000;
 /// Messages a second.
@@ -84,12 +83,6 @@ fn main() {
     wasmclaw::cli::async_runtime().unwrap().block_on(bench());
 }
 
-/// Bytes the process holds on the heap now.
-fn heap() -> i64 {
-    let stats = HEAP.stats();
-    stats.bytes_allocated as i64 - stats.bytes_deallocated as i64
-}
-
 async fn bench() {
     let (mut model, base) = fake_model_child();
     let dir = PluginDir::new();
@@ -106,16 +99,16 @@ async fn bench() {
 
     round(&server, "warm-up").await;
     until_let_go(&server).await;
-    let before = heap();
+    let before = HEAP.held();
     let cpu_before = process_cpu();
     let started = Instant::now();
     let report = round(&server, "s").await;
     let wall = started.elapsed();
     let cpu = process_cpu() - cpu_before;
-    let in_memory = heap();
+    let in_memory = HEAP.held();
     let held = server.core.sessions_in_memory();
     until_let_go(&server).await;
-    let let_go = heap();
+    let let_go = HEAP.held();
     let lost = lost(&server, "s").await;
     server.stop().await;
     drop(model.stdin.take());

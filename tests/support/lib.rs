@@ -5,6 +5,7 @@ pub mod agents;
 pub mod bench;
 pub mod fake_model;
 pub mod gate;
+pub mod heap;
 pub mod long_session;
 pub mod plugin_log;
 pub mod python;
