@@ -2,9 +2,10 @@ use clap::Parser;
 
 /// mimalloc rather than the C library's allocator: a turn makes a few
 /// hundred small allocations, most freed on the thread that made them,
-/// which mimalloc's per-thread free lists serve in a few instructions (5-10%
-/// less CPU a turn). Built without transparent huge pages (`no_thp`): with
-/// them a one-shot `run` touched 29 MB instead of 21, and turns were slower.
+/// which mimalloc's per-thread free lists serve in fewer instructions (a
+/// tenth fewer a turn, the allocator's share 17% -> 7%). Built without
+/// transparent huge pages (`no_thp`): with them a one-shot `run` touched 29
+/// MB instead of 21, and turns took more CPU.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

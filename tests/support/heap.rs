@@ -69,3 +69,27 @@ unsafe impl GlobalAlloc for Counted {
         at
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_counts_what_is_allocated_until_it_is_freed() {
+        let heap = Counted::new();
+        let small = Layout::from_size_align(100, 8).unwrap();
+        // SAFETY: each pointer goes back with the layout it was made with.
+        #[allow(unsafe_code)]
+        unsafe {
+            let a = heap.alloc(small);
+            let b = heap.alloc_zeroed(small);
+            assert_eq!(heap.held(), 200);
+            let a = heap.realloc(a, small, 300);
+            assert_eq!(heap.held(), 400);
+            heap.dealloc(b, small);
+            assert_eq!(heap.held(), 300);
+            heap.dealloc(a, Layout::from_size_align(300, 8).unwrap());
+        }
+        assert_eq!(heap.held(), 0);
+    }
+}
