@@ -11,7 +11,10 @@
 //!   against a model that answers at once and one that takes 200 ms per
 //!   reply. The server's CPU over the 50 turns (every thread, to the
 //!   nanosecond), per turn. Targets: 0.25 ms a text turn and 0.5 ms a tool
-//!   turn back to back, at most 1.5 times that with the 200 ms model. Also
+//!   turn back to back, at most 1.5 times that with the 200 ms model. Each
+//!   row is measured in [`ROUNDS`] servers, the rows taking turns (so a
+//!   change in the machine's pace reaches every row alike): the median, and
+//!   the least and most of the rounds. Also
 //!   its threads' wake-ups (context switches) per turn: most of a turn's CPU
 //!   is handing work from thread to thread. And, with the model at once, a
 //!   text turn whose 900-character answer streams in 200 chunks, a token or
@@ -41,6 +44,8 @@ use wasmclaw_tests::serve_bin::{ServeChild, serve_command};
 
 /// Turns measured per row, one after another on one session.
 const TURNS: usize = 50;
+/// Servers each per-turn row is measured in.
+const ROUNDS: usize = 5;
 /// Turns before measuring, on a session of their own.
 const WARMUP: usize = 5;
 /// The slow model's time per reply.
@@ -80,11 +85,21 @@ fn main() {
         .unwrap();
     let mut rows: Vec<Row> = Vec::new();
     rt.block_on(async {
-        for kind in [Kind::Text, Kind::Tool, Kind::Streamed] {
-            rows.extend(per_turn(kind, Duration::ZERO).await);
+        let rows_of = [
+            (Kind::Text, Duration::ZERO),
+            (Kind::Tool, Duration::ZERO),
+            (Kind::Streamed, Duration::ZERO),
+            (Kind::Text, SLOW),
+            (Kind::Tool, SLOW),
+        ];
+        let mut rounds = vec![Vec::with_capacity(ROUNDS); rows_of.len()];
+        for _ in 0..ROUNDS {
+            for (&(kind, delay), samples) in rows_of.iter().zip(&mut rounds) {
+                samples.push(per_turn(kind, delay).await);
+            }
         }
-        for kind in [Kind::Text, Kind::Tool] {
-            rows.extend(per_turn(kind, SLOW).await);
+        for (&(kind, delay), samples) in rows_of.iter().zip(rounds) {
+            rows.extend(per_turn_rows(kind, delay, samples));
         }
         rows.extend(idle().await);
     });
@@ -133,9 +148,18 @@ fn model(kind: Kind, delay: Duration) -> (std::process::Child, String) {
     fake_model_child_with(&[kind.arg(), &delay.as_millis().to_string()])
 }
 
+/// What one server measured over [`TURNS`] turns.
+#[derive(Clone, Copy)]
+struct PerTurn {
+    cpu: Duration,
+    switches: f64,
+    /// The median turn's.
+    wall: Duration,
+}
+
 /// [`TURNS`] turns of `kind` on one session of `wasmclaw serve` (echo
-/// loaded): the server's CPU per turn and the median wall.
-async fn per_turn(kind: Kind, delay: Duration) -> Vec<Row> {
+/// loaded): the server's CPU and wake-ups per turn, and the median wall.
+async fn per_turn(kind: Kind, delay: Duration) -> PerTurn {
     let (mut model, base) = model(kind, delay);
     let dir = PluginDir::new();
     dir.add("echo");
@@ -160,7 +184,27 @@ async fn per_turn(kind: Kind, delay: Duration) -> Vec<Row> {
     drop(model.stdin.take());
     model.wait().unwrap();
     walls.sort();
-    let wall = percentile(&walls, 50);
+    PerTurn {
+        cpu,
+        switches,
+        wall: percentile(&walls, 50),
+    }
+}
+
+/// The rows of `kind` with `delay` from its rounds: the median of each
+/// figure, and for the CPU the least and the most.
+fn per_turn_rows(kind: Kind, delay: Duration, mut rounds: Vec<PerTurn>) -> Vec<Row> {
+    let middle = rounds.len() / 2;
+    rounds.sort_by_key(|r| r.cpu);
+    let (least, most, cpu) = (
+        rounds[0].cpu,
+        rounds[rounds.len() - 1].cpu,
+        rounds[middle].cpu,
+    );
+    rounds.sort_by(|a, b| a.switches.total_cmp(&b.switches));
+    let switches = rounds[middle].switches;
+    rounds.sort_by_key(|r| r.wall);
+    let wall = rounds[middle].wall;
     let what = match kind {
         Kind::Text => "text turn",
         Kind::Tool => "tool turn (1 call)",
@@ -173,17 +217,22 @@ async fn per_turn(kind: Kind, delay: Duration) -> Vec<Row> {
     };
     vec![
         (
-            format!("serve: host CPU per {what}, {model}, {TURNS} turns on one session"),
-            us(cpu),
+            format!(
+                "serve: host CPU per {what}, {model}, {TURNS} turns on one session, \
+                 median of {ROUNDS} servers (least–most)"
+            ),
+            format!("{} ({}–{})", us(cpu), least.as_micros(), most.as_micros()),
             micros(cpu),
         ),
         (
-            format!("serve: wake-ups (context switches of its threads) per {what}, {model}"),
+            format!(
+                "serve: wake-ups (context switches of its threads) per {what}, {model}, median"
+            ),
             format!("{switches:.1}"),
             json!(switches),
         ),
         (
-            format!("serve: wall per {what}, {model}, median"),
+            format!("serve: wall per {what}, {model}, median turn, median server"),
             ms(wall),
             millis(wall),
         ),
