@@ -4,8 +4,9 @@ use clap::Parser;
 /// hundred small allocations, most freed on the thread that made them,
 /// which mimalloc's per-thread free lists serve in fewer instructions (a
 /// tenth fewer a turn, the allocator's share 17% -> 7%). Built without
-/// transparent huge pages (`no_thp`): with them a one-shot `run` touched 29
-/// MB instead of 21, and turns took more CPU.
+/// transparent huge pages (`no_thp`): with them each thread's first pages
+/// were 2 MB ones, a one-shot `run` peaked 8 MB higher, and turns took more
+/// CPU. See the README's ninth round.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -11,16 +11,20 @@
 //!   against a model that answers at once and one that takes 200 ms per
 //!   reply. The server's CPU over the 50 turns (every thread, to the
 //!   nanosecond), per turn. Targets: 0.25 ms a text turn and 0.5 ms a tool
-//!   turn back to back, at most 1.5 times that with the 200 ms model. Each
-//!   row is measured in [`ROUNDS`] servers, the rows taking turns (so a
-//!   change in the machine's pace reaches every row alike): the median, and
-//!   the least and most of the rounds. Also
+//!   turn back to back, at most 1.5 times that with the 200 ms model. Also
 //!   its threads' wake-ups (context switches) per turn: most of a turn's CPU
 //!   is handing work from thread to thread. And, with the model at once, a
 //!   text turn whose 900-character answer streams in 200 chunks, a token or
 //!   so each, as a real model sends it, though all at once: the best case
 //!   for joining them into deltas (no target of its own: the targeted rows
 //!   stream two or three chunks).
+//!
+//!   Each of these five rows is measured in [`ROUNDS`] servers, one after
+//!   another, the rows taking turns and each round starting one row later,
+//!   so that a change in the machine's speed reaches every row alike. A row
+//!   gives the median of its servers (each figure's median taken on its
+//!   own) and, for the CPU, the least and the most. The rounds take about
+//!   four minutes, three of them the 200 ms rows.
 //! - **idle**: `wasmclaw serve` with ten plugins, once up and loaded: its
 //!   CPU and its threads' wake-ups (context switches) over 60 s
 //!   (`WASMCLAW_BENCH_IDLE_SECONDS` to change). Target: under 5 ms.
@@ -92,14 +96,15 @@ fn main() {
             (Kind::Text, SLOW),
             (Kind::Tool, SLOW),
         ];
-        let mut rounds = vec![Vec::with_capacity(ROUNDS); rows_of.len()];
-        for _ in 0..ROUNDS {
-            for (&(kind, delay), samples) in rows_of.iter().zip(&mut rounds) {
-                samples.push(per_turn(kind, delay).await);
+        let mut by_row = vec![Vec::new(); rows_of.len()];
+        for round in 0..ROUNDS {
+            for at in (0..rows_of.len()).map(|i| (i + round) % rows_of.len()) {
+                let (kind, delay) = rows_of[at];
+                by_row[at].push(per_turn(kind, delay).await);
             }
         }
-        for (&(kind, delay), samples) in rows_of.iter().zip(rounds) {
-            rows.extend(per_turn_rows(kind, delay, samples));
+        for (&(kind, delay), servers) in rows_of.iter().zip(by_row) {
+            rows.extend(per_turn_rows(kind, delay, servers));
         }
         rows.extend(idle().await);
     });
@@ -191,20 +196,21 @@ async fn per_turn(kind: Kind, delay: Duration) -> PerTurn {
     }
 }
 
-/// The rows of `kind` with `delay` from its rounds: the median of each
-/// figure, and for the CPU the least and the most.
-fn per_turn_rows(kind: Kind, delay: Duration, mut rounds: Vec<PerTurn>) -> Vec<Row> {
-    let middle = rounds.len() / 2;
-    rounds.sort_by_key(|r| r.cpu);
+/// The rows of `kind` with `delay` from what its servers measured: the
+/// median of each figure, and for the CPU the least and the most.
+fn per_turn_rows(kind: Kind, delay: Duration, mut servers: Vec<PerTurn>) -> Vec<Row> {
+    let middle = servers.len() / 2;
+    servers.sort_by_key(|s| s.cpu);
     let (least, most, cpu) = (
-        rounds[0].cpu,
-        rounds[rounds.len() - 1].cpu,
-        rounds[middle].cpu,
+        servers[0].cpu,
+        servers[servers.len() - 1].cpu,
+        servers[middle].cpu,
     );
-    rounds.sort_by(|a, b| a.switches.total_cmp(&b.switches));
-    let switches = rounds[middle].switches;
-    rounds.sort_by_key(|r| r.wall);
-    let wall = rounds[middle].wall;
+    servers.sort_by(|a, b| a.switches.total_cmp(&b.switches));
+    let switches = servers[middle].switches;
+    servers.sort_by_key(|s| s.wall);
+    let wall = servers[middle].wall;
+    let in_us = |d: Duration| d.as_nanos() as f64 / 1000.0;
     let what = match kind {
         Kind::Text => "text turn",
         Kind::Tool => "tool turn (1 call)",
@@ -221,7 +227,7 @@ fn per_turn_rows(kind: Kind, delay: Duration, mut rounds: Vec<PerTurn>) -> Vec<R
                 "serve: host CPU per {what}, {model}, {TURNS} turns on one session, \
                  median of {ROUNDS} servers (least–most)"
             ),
-            format!("{} ({}–{})", us(cpu), least.as_micros(), most.as_micros()),
+            format!("{} ({:.1}–{:.1})", us(cpu), in_us(least), in_us(most)),
             micros(cpu),
         ),
         (
