@@ -699,15 +699,19 @@ async fn an_interrupt_without_an_active_turn_says_so() {
 }
 
 /// Waits for the point in a turn's life where the racing op is sent; the
-/// events seen on the way.
+/// events seen on the way. Two points race the turn's end (after the
+/// model's answer, and at once); the first comes before it, the last after
+/// its `turn_end`, so both sides of the race are reached however fast or
+/// slow the machine is (a loaded machine made every op land).
 async fn race_point(events: &mut wasmclaw::bus::Subscription, round: usize) -> Vec<Arc<Event>> {
-    match round % 3 {
+    match round % 4 {
         0 => until(events, LIMIT, is("llm_request")).await,
         1 => until(events, LIMIT, is("llm_response")).await,
-        _ => {
+        2 => {
             tokio::task::yield_now().await;
             Vec::new()
         }
+        _ => until(events, LIMIT, is("turn_end")).await,
     }
 }
 
