@@ -699,10 +699,10 @@ async fn an_interrupt_without_an_active_turn_says_so() {
 }
 
 /// Waits for the point in a turn's life where the racing op is sent; the
-/// events seen on the way. Two points race the turn's end (after the
-/// model's answer, and at once); the first comes before it, the last after
-/// its `turn_end`, so both sides of the race are reached however fast or
-/// slow the machine is (a loaded machine made every op land).
+/// events seen on the way. By round: after the model's request (before the
+/// turn's end), after its answer and at once (racing the end), and after
+/// the `turn_end` (past it), so both sides of the race are reached however
+/// fast or slow the machine (on a loaded one, every op once landed).
 async fn race_point(events: &mut wasmclaw::bus::Subscription, round: usize) -> Vec<Arc<Event>> {
     match round % 4 {
         0 => until(events, LIMIT, is("llm_request")).await,
