@@ -75,11 +75,12 @@ lint: test
 
 # Benchmarks: tables on stdout, figures in
 # target/bench/{runtime,turns,scheduler,subturns,serve,hooks,languages,sse,isolation,idle_sessions,host_cost,many_sessions,compaction,mcp}.json.
-# The release binary (optimised whole, which `host_cost` runs) and the
-# benches (built without LTO: see `[profile.bench]` in Cargo.toml) each
-# build the host's dependencies.
+# The release binary (optimised whole, which `host_cost` runs, beside the
+# floor of a turn it is measured against: tests/floor) and the benches
+# (built without LTO: see `[profile.bench]` in Cargo.toml) each build the
+# host's dependencies.
 bench: setup lang-plugins
-	@$(STEP) "building the host (release)" cargo build --release -p wasmclaw
+	@$(STEP) "building the host and the floor (release)" cargo build --release -p wasmclaw -p wasmclaw-floor
 	@$(STEP) "benchmarks" cargo bench -p wasmclaw-tests --bench runtime --bench turns --bench scheduler --bench subturns --bench serve --bench hooks --bench languages --bench sse --bench isolation --bench idle_sessions --bench host_cost --bench many_sessions --bench compaction --bench mcp
 
 # host/link-order.txt, the functions the release binary lays out first and

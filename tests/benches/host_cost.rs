@@ -19,12 +19,18 @@
 //!   for joining them into deltas (no target of its own: the targeted rows
 //!   stream two or three chunks).
 //!
-//!   Each of these five rows is measured in [`ROUNDS`] servers, one after
+//!   The same text turns are measured against the floor (`tests/floor`,
+//!   `wasmclaw-floor`): the same API, model client, store writes, runtime
+//!   and allocator, with none of wasmclaw's own work between them. A row
+//!   gives `serve`'s CPU per text turn over the floor's: what the host
+//!   costs beyond its parts, whatever the machine's speed that day.
+//!
+//!   Each of these seven rows is measured in [`ROUNDS`] servers, one after
 //!   another, the rows taking turns and each round starting one row later,
 //!   so that a change in the machine's speed reaches every row alike. A row
 //!   gives the median of its servers (each figure's median taken on its
 //!   own) and, for the CPU, the least and the most. The rounds take about
-//!   four minutes, three of them the 200 ms rows.
+//!   five minutes, four of them the 200 ms rows.
 //! - **idle**: `wasmclaw serve` with ten plugins, once up and loaded: its
 //!   CPU and its threads' wake-ups (context switches) over 60 s
 //!   (`WASMCLAW_BENCH_IDLE_SECONDS` to change). Target: under 5 ms.
@@ -45,6 +51,8 @@ use wasmclaw_tests::bench::{
 };
 use wasmclaw_tests::fake_model::{FakeModel, Options, Reply, Responder};
 use wasmclaw_tests::serve_bin::{ServeChild, serve_command};
+use wasmclaw_tests::server::TOKEN;
+use wasmclaw_tests::wasmclaw_bin;
 
 /// Turns measured per row, one after another on one session.
 const TURNS: usize = 50;
@@ -90,26 +98,46 @@ fn main() {
     let mut rows: Vec<Row> = Vec::new();
     rt.block_on(async {
         let rows_of = [
-            (Kind::Text, Duration::ZERO),
-            (Kind::Tool, Duration::ZERO),
-            (Kind::Streamed, Duration::ZERO),
-            (Kind::Text, SLOW),
-            (Kind::Tool, SLOW),
+            (Host::Serve, Kind::Text, Duration::ZERO),
+            (Host::Serve, Kind::Tool, Duration::ZERO),
+            (Host::Serve, Kind::Streamed, Duration::ZERO),
+            (Host::Serve, Kind::Text, SLOW),
+            (Host::Serve, Kind::Tool, SLOW),
+            (Host::Floor, Kind::Text, Duration::ZERO),
+            (Host::Floor, Kind::Text, SLOW),
         ];
         let mut by_row = vec![Vec::new(); rows_of.len()];
         for round in 0..ROUNDS {
             for at in (0..rows_of.len()).map(|i| (i + round) % rows_of.len()) {
-                let (kind, delay) = rows_of[at];
-                by_row[at].push(per_turn(kind, delay).await);
+                let (host, kind, delay) = rows_of[at];
+                by_row[at].push(per_turn(host, kind, delay).await);
             }
         }
-        for (&(kind, delay), servers) in rows_of.iter().zip(by_row) {
-            rows.extend(per_turn_rows(kind, delay, servers));
+        for (&(host, kind, delay), servers) in rows_of.iter().zip(&by_row) {
+            rows.extend(per_turn_rows(host, kind, delay, servers.clone()));
+        }
+        for delay in [Duration::ZERO, SLOW] {
+            let of = |host| {
+                let at = rows_of
+                    .iter()
+                    .position(|&row| row == (host, Kind::Text, delay));
+                &by_row[at.unwrap()]
+            };
+            rows.push(over_the_floor(delay, of(Host::Serve), of(Host::Floor)));
         }
         rows.extend(idle().await);
     });
     rows.extend(one_shot());
     print_and_save("host_cost", &rows);
+}
+
+/// What serves a row's turns.
+#[derive(Clone, Copy, PartialEq)]
+enum Host {
+    Serve,
+    /// `wasmclaw-floor` (`tests/floor`): wasmclaw's parts without its own
+    /// work, text turns only.
+    Floor,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -162,13 +190,18 @@ struct PerTurn {
     wall: Duration,
 }
 
-/// [`TURNS`] turns of `kind` on one session of `wasmclaw serve` (echo
-/// loaded): the server's CPU and wake-ups per turn, and the median wall.
-async fn per_turn(kind: Kind, delay: Duration) -> PerTurn {
+/// [`TURNS`] turns of `kind` on one session of `host` (`wasmclaw serve`
+/// with echo loaded, or the floor): the server's CPU and wake-ups per
+/// turn, and the median wall.
+async fn per_turn(host: Host, kind: Kind, delay: Duration) -> PerTurn {
     let (mut model, base) = model(kind, delay);
     let dir = PluginDir::new();
     dir.add("echo");
-    let server = ServeChild::start(serve_command(&dir.scratch("home"), &dir.path(), &base)).await;
+    let command = match host {
+        Host::Serve => serve_command(&dir.scratch("home"), &dir.path(), &base),
+        Host::Floor => floor_command(&dir.scratch("floor").join("sessions.db"), &base),
+    };
+    let server = ServeChild::start(command).await;
     let client = server.client();
     for _ in 0..WARMUP {
         let answer = server.ask(&client, "warm-up", "What is 40 + 2?").await;
@@ -196,9 +229,67 @@ async fn per_turn(kind: Kind, delay: Duration) -> PerTurn {
     }
 }
 
-/// The rows of `kind` with `delay` from what its servers measured: the
-/// median of each figure, and for the CPU the least and the most.
-fn per_turn_rows(kind: Kind, delay: Duration, mut servers: Vec<PerTurn>) -> Vec<Row> {
+/// The floor (`tests/floor`) serving on a free loopback port with the
+/// database `db`, the model at `base_url` and [`TOKEN`], as
+/// [`serve_command`] starts `serve`.
+fn floor_command(db: &Path, base_url: &str) -> tokio::process::Command {
+    let bin = wasmclaw_bin().with_file_name("wasmclaw-floor");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build --release -p wasmclaw-floor` (`make bench` does)",
+        bin.display()
+    );
+    let mut command = tokio::process::Command::new(bin);
+    command
+        .env("WASMCLAW_API_TOKEN", TOKEN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--model",
+            "m",
+            "--base-url",
+            base_url,
+        ])
+        .arg("--db")
+        .arg(db)
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// `serve`'s text turn over the floor's with `delay`: the median of the
+/// rounds' ratios (each round measures both within minutes of each other,
+/// so a change in the machine's speed cancels out).
+fn over_the_floor(delay: Duration, serve: &[PerTurn], floor: &[PerTurn]) -> Row {
+    let mut ratios: Vec<f64> = serve
+        .iter()
+        .zip(floor)
+        .map(|(s, f)| s.cpu.as_secs_f64() / f.cpu.as_secs_f64())
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let ratio = ratios[ratios.len() / 2];
+    (
+        format!(
+            "serve's CPU per text turn over the floor's, {}, median of {ROUNDS} rounds",
+            model_words(delay)
+        ),
+        format!("{ratio:.2} ×"),
+        json!(ratio),
+    )
+}
+
+fn model_words(delay: Duration) -> String {
+    if delay.is_zero() {
+        "model at once".to_string()
+    } else {
+        format!("model {} ms", delay.as_millis())
+    }
+}
+
+/// The rows of `host`'s `kind` with `delay` from what its servers
+/// measured: the median of each figure, and for the CPU the least and the
+/// most.
+fn per_turn_rows(host: Host, kind: Kind, delay: Duration, mut servers: Vec<PerTurn>) -> Vec<Row> {
     let middle = servers.len() / 2;
     servers.sort_by_key(|s| s.cpu);
     let (least, most, cpu) = (
@@ -216,15 +307,15 @@ fn per_turn_rows(kind: Kind, delay: Duration, mut servers: Vec<PerTurn>) -> Vec<
         Kind::Tool => "tool turn (1 call)",
         Kind::Streamed => "text turn streamed in 200 chunks",
     };
-    let model = if delay.is_zero() {
-        "model at once".to_string()
-    } else {
-        format!("model {} ms", delay.as_millis())
+    let model = model_words(delay);
+    let (host, cpu_of_it) = match host {
+        Host::Serve => ("serve", "host CPU"),
+        Host::Floor => ("the floor", "CPU"),
     };
     vec![
         (
             format!(
-                "serve: host CPU per {what}, {model}, {TURNS} turns on one session, \
+                "{host}: {cpu_of_it} per {what}, {model}, {TURNS} turns on one session, \
                  median of {ROUNDS} servers (least–most)"
             ),
             format!("{} ({:.1}–{:.1})", us(cpu), in_us(least), in_us(most)),
@@ -232,13 +323,13 @@ fn per_turn_rows(kind: Kind, delay: Duration, mut servers: Vec<PerTurn>) -> Vec<
         ),
         (
             format!(
-                "serve: wake-ups (context switches of its threads) per {what}, {model}, median"
+                "{host}: wake-ups (context switches of its threads) per {what}, {model}, median"
             ),
             format!("{switches:.1}"),
             json!(switches),
         ),
         (
-            format!("serve: wall per {what}, {model}, median turn, median server"),
+            format!("{host}: wall per {what}, {model}, median turn, median server"),
             ms(wall),
             millis(wall),
         ),
