@@ -16,7 +16,7 @@
 //!   `synchronous=NORMAL`, statements kept prepared) writing what `serve`
 //!   writes for the turn into the same tables and indexes: the session's
 //!   row, the turn's, its two messages and its five events;
-//! - tokio with one worker thread a two cores and the same allocator.
+//! - tokio with one worker thread for two cores, and the same allocator.
 //!
 //! Left out, because they are what the floor measures against: the
 //! scheduler, the turn's loop and context, the event bus and its
@@ -54,7 +54,10 @@ const SCHEMA: &str = "
     CREATE TABLE sessions (key TEXT PRIMARY KEY, created_at TEXT NOT NULL, settings TEXT) STRICT;
     CREATE TABLE turns (
         id TEXT PRIMARY KEY, session TEXT NOT NULL REFERENCES sessions (key),
-        parent_turn_id TEXT, input TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
+        parent_turn_id TEXT, input TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status = 'completed' OR status = 'aborted'
+            OR status = 'error' OR status = 'budget_exceeded' OR status = 'timed_out'),
+        reason TEXT NOT NULL,
         iterations INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
         started_at TEXT NOT NULL, ended_at TEXT NOT NULL) STRICT, WITHOUT ROWID;
     CREATE INDEX turns_by_session ON turns (session, started_at, id, ended_at);
