@@ -1621,6 +1621,28 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn a_history_given_back_is_kept_without_room_to_spare() {
+        let store = Store::open_in_memory().unwrap();
+        let _hold = store.hold_history("s");
+        let (view, loan) = store.lend_history("s").await.unwrap();
+        assert!(view.messages.is_empty());
+
+        // A turn's vector, with room for the messages it might have added.
+        let own = vec![Message::user("hi"), Message::assistant("ok")];
+        let record = turn("s", "t1", TurnStatus::Completed, "2026-01-01T00:00:01.000Z");
+        store.commit_turn(&record, &own).await.unwrap();
+        let mut history = Vec::with_capacity(10);
+        history.extend(own.clone());
+        loan.unwrap().give_back(history);
+
+        // Held idle, the history takes the room of its two messages only.
+        let (view, loan) = store.lend_history("s").await.unwrap();
+        assert!(loan.is_some(), "served from memory");
+        assert_eq!(view.messages, own);
+        assert_eq!(view.messages.capacity(), 2);
+    }
+
+    #[tokio::test]
     async fn a_loan_is_void_once_the_history_changed_otherwise_than_by_its_commit() {
         let store = Store::open_in_memory().unwrap();
         let _hold = store.hold_history("s");
