@@ -19,18 +19,19 @@
 //!   for joining them into deltas (no target of its own: the targeted rows
 //!   stream two or three chunks).
 //!
-//!   The same text turns are measured against the floor (`tests/floor`,
-//!   `wasmclaw-floor`): the same API, model client, store writes, runtime
-//!   and allocator, with none of wasmclaw's own work between them. A row
-//!   gives `serve`'s CPU per text turn over the floor's: what the host
-//!   costs beyond its parts, whatever the machine's speed that day.
+//!   The same text and tool turns are measured against the floor
+//!   (`tests/floor`, `wasmclaw-floor`): the same API, model client, plugin
+//!   sandbox, store writes, runtime and allocator, with none of wasmclaw's
+//!   own work between them. A row gives `serve`'s CPU per turn over the
+//!   floor's: what the host costs beyond its parts, whatever the machine's
+//!   speed that day.
 //!
-//!   Each of these seven rows is measured in [`ROUNDS`] servers, one after
+//!   Each of these nine rows is measured in [`ROUNDS`] servers, one after
 //!   another, the rows taking turns and each round starting one row later,
 //!   so that a change in the machine's speed reaches every row alike. A row
 //!   gives the median of its servers (each figure's median taken on its
 //!   own) and, for the CPU, the least and the most. The rounds take about
-//!   five minutes, four of them the 200 ms rows.
+//!   six minutes, five of them the 200 ms rows.
 //! - **idle**: `wasmclaw serve` with ten plugins, once up and loaded: its
 //!   CPU and its threads' wake-ups (context switches) over 60 s
 //!   (`WASMCLAW_BENCH_IDLE_SECONDS` to change). Target: under 5 ms.
@@ -104,7 +105,9 @@ fn main() {
             (Host::Serve, Kind::Text, SLOW),
             (Host::Serve, Kind::Tool, SLOW),
             (Host::Floor, Kind::Text, Duration::ZERO),
+            (Host::Floor, Kind::Tool, Duration::ZERO),
             (Host::Floor, Kind::Text, SLOW),
+            (Host::Floor, Kind::Tool, SLOW),
         ];
         let mut by_row = vec![Vec::new(); rows_of.len()];
         for round in 0..ROUNDS {
@@ -116,14 +119,20 @@ fn main() {
         for (&(host, kind, delay), servers) in rows_of.iter().zip(&by_row) {
             rows.extend(per_turn_rows(host, kind, delay, servers.clone()));
         }
-        for delay in [Duration::ZERO, SLOW] {
+        for (kind, delay) in [Kind::Text, Kind::Tool]
+            .map(|k| [(k, Duration::ZERO), (k, SLOW)])
+            .concat()
+        {
             let of = |host| {
-                let at = rows_of
-                    .iter()
-                    .position(|&row| row == (host, Kind::Text, delay));
+                let at = rows_of.iter().position(|&row| row == (host, kind, delay));
                 &by_row[at.unwrap()]
             };
-            rows.push(over_the_floor(delay, of(Host::Serve), of(Host::Floor)));
+            rows.push(over_the_floor(
+                kind,
+                delay,
+                of(Host::Serve),
+                of(Host::Floor),
+            ));
         }
         rows.extend(idle().await);
     });
@@ -136,7 +145,7 @@ fn main() {
 enum Host {
     Serve,
     /// `wasmclaw-floor` (`tests/floor`): wasmclaw's parts without its own
-    /// work, text turns only.
+    /// work; text and tool turns.
     Floor,
 }
 
@@ -163,6 +172,14 @@ impl Kind {
             Kind::Text => "text",
             Kind::Tool => "tool",
             Kind::Streamed => "streamed",
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            Kind::Text => "text turn",
+            Kind::Tool => "tool turn (1 call)",
+            Kind::Streamed => "text turn streamed in 200 chunks",
         }
     }
 
@@ -199,7 +216,11 @@ async fn per_turn(host: Host, kind: Kind, delay: Duration) -> PerTurn {
     dir.add("echo");
     let command = match host {
         Host::Serve => serve_command(&dir.scratch("home"), &dir.path(), &base),
-        Host::Floor => floor_command(&dir.scratch("floor").join("sessions.db"), &base),
+        Host::Floor => floor_command(
+            &dir.scratch("floor").join("sessions.db"),
+            &dir.path().join("echo.wasm"),
+            &base,
+        ),
     };
     let server = ServeChild::start(command).await;
     let client = server.client();
@@ -230,9 +251,9 @@ async fn per_turn(host: Host, kind: Kind, delay: Duration) -> PerTurn {
 }
 
 /// The floor (`tests/floor`) serving on a free loopback port with the
-/// database `db`, the model at `base_url` and [`TOKEN`], as
-/// [`serve_command`] starts `serve`.
-fn floor_command(db: &Path, base_url: &str) -> tokio::process::Command {
+/// database `db`, the tools of `plugin`, the model at `base_url` and
+/// [`TOKEN`], as [`serve_command`] starts `serve`.
+fn floor_command(db: &Path, plugin: &Path, base_url: &str) -> tokio::process::Command {
     let bin = wasmclaw_bin().with_file_name("wasmclaw-floor");
     assert!(
         bin.exists(),
@@ -252,15 +273,17 @@ fn floor_command(db: &Path, base_url: &str) -> tokio::process::Command {
         ])
         .arg("--db")
         .arg(db)
+        .arg("--plugin")
+        .arg(plugin)
         .stderr(Stdio::null())
         .kill_on_drop(true);
     command
 }
 
-/// `serve`'s text turn over the floor's with `delay`: the median of the
-/// rounds' ratios (each round measures both within minutes of each other,
-/// so a change in the machine's speed cancels out).
-fn over_the_floor(delay: Duration, serve: &[PerTurn], floor: &[PerTurn]) -> Row {
+/// `serve`'s turn of `kind` over the floor's with `delay`: the median of
+/// the rounds' ratios (each round measures both within minutes of each
+/// other, so a change in the machine's speed cancels out).
+fn over_the_floor(kind: Kind, delay: Duration, serve: &[PerTurn], floor: &[PerTurn]) -> Row {
     let mut ratios: Vec<f64> = serve
         .iter()
         .zip(floor)
@@ -270,7 +293,8 @@ fn over_the_floor(delay: Duration, serve: &[PerTurn], floor: &[PerTurn]) -> Row 
     let ratio = ratios[ratios.len() / 2];
     (
         format!(
-            "serve's CPU per text turn over the floor's, {}, median of {ROUNDS} rounds",
+            "serve's CPU per {} over the floor's, {}, median of {ROUNDS} rounds",
+            kind.words(),
             model_words(delay)
         ),
         format!("{ratio:.2} ×"),
@@ -302,11 +326,7 @@ fn per_turn_rows(host: Host, kind: Kind, delay: Duration, mut servers: Vec<PerTu
     servers.sort_by_key(|s| s.wall);
     let wall = servers[middle].wall;
     let in_us = |d: Duration| d.as_nanos() as f64 / 1000.0;
-    let what = match kind {
-        Kind::Text => "text turn",
-        Kind::Tool => "tool turn (1 call)",
-        Kind::Streamed => "text turn streamed in 200 chunks",
-    };
+    let what = kind.words();
     let model = model_words(delay);
     let (host, cpu_of_it) = match host {
         Host::Serve => ("serve", "host CPU"),

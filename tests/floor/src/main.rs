@@ -1,79 +1,62 @@
-//! The floor of a text turn: what a host built from wasmclaw's own parts
+//! The floor of a turn: what a host built from wasmclaw's own parts
 //! spends on one, with none of wasmclaw's own work. `host_cost` runs it
 //! beside `wasmclaw serve`, with the same client and the same fake model,
 //! so that a turn's CPU can be read against what the parts alone take on
 //! the same machine at the same moment.
 //!
 //! It does, for `POST /v1/sessions/{key}/messages?wait=true`, what a
-//! text turn of `serve` cannot skip, the way `serve` does it:
+//! turn of `serve` cannot skip, the way `serve` does it:
 //!
 //! - the API: axum on hyper, a bearer token checked, the JSON body parsed
 //!   and the JSON answer written;
 //! - the history held in memory, the request written from it with the
 //!   tools' definitions serialized once, sent by reqwest, and the answer's
-//!   SSE stream parsed chunk by chunk;
+//!   SSE stream parsed chunk by chunk (`model.rs`);
+//! - a tool call the model asks for run in a fresh instance of the plugin
+//!   (`sandbox.rs`), and the model asked again with its result;
 //! - the store: one SQLite transaction on the file (WAL,
 //!   `synchronous=NORMAL`, statements kept prepared) writing what `serve`
 //!   writes for the turn into the same tables and indexes: the session's
-//!   row, the turn's, its two messages and its five events;
+//!   row, the turn's, its messages and its events (`store.rs`);
 //! - tokio with one worker thread for two cores, and the same allocator.
 //!
 //! Left out, because they are what the floor measures against: the
 //! scheduler, the turn's loop and context, the event bus and its
 //! subscribers, hooks, approvals, metrics, limits and every check beyond
-//! the token. Text turns only: a tool call's cost is the plugin's sandbox,
-//! which has no floor short of itself.
+//! the token; of a tool call, what `sandbox.rs` names.
 //!
-//! `wasmclaw-floor --listen ADDR --base-url URL --model NAME --db FILE`,
-//! the token from `WASMCLAW_API_TOKEN`. It says where it listens as
+//! `wasmclaw-floor --listen ADDR --base-url URL --model NAME --db FILE
+//! [--plugin FILE.wasm]`, the token from `WASMCLAW_API_TOKEN`. It says where it listens as
 //! `serve` does (`wasmclaw serving on http://ADDR`), so that the same
 //! harness starts it, and stops at SIGTERM.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::post;
-use rusqlite::{Connection, params};
-use serde::{Deserialize, Serialize};
+use rusqlite::Connection;
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+
+use model::{Message, Model, TOOLS, text};
+use sandbox::Sandbox;
+use store::{Events, Turn, Usage};
+
+mod model;
+mod sandbox;
+mod store;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// What the tables hold of a turn, as `serve`'s store declares them.
-const SCHEMA: &str = "
-    PRAGMA journal_mode = WAL;
-    PRAGMA synchronous = NORMAL;
-    PRAGMA foreign_keys = ON;
-    CREATE TABLE sessions (key TEXT PRIMARY KEY, created_at TEXT NOT NULL, settings TEXT) STRICT;
-    CREATE TABLE turns (
-        id TEXT PRIMARY KEY, session TEXT NOT NULL REFERENCES sessions (key),
-        parent_turn_id TEXT, input TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status = 'completed' OR status = 'aborted'
-            OR status = 'error' OR status = 'budget_exceeded' OR status = 'timed_out'),
-        reason TEXT NOT NULL,
-        iterations INTEGER NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
-        started_at TEXT NOT NULL, ended_at TEXT NOT NULL) STRICT, WITHOUT ROWID;
-    CREATE INDEX turns_by_session ON turns (session, started_at, id, ended_at);
-    CREATE INDEX turns_by_parent ON turns (parent_turn_id) WHERE parent_turn_id IS NOT NULL;
-    CREATE TABLE messages (
-        session TEXT NOT NULL REFERENCES sessions (key), idx INTEGER NOT NULL,
-        turn_id TEXT NOT NULL REFERENCES turns (id), json TEXT NOT NULL,
-        PRIMARY KEY (session, idx)) STRICT, WITHOUT ROWID;
-    CREATE TABLE events (
-        seq INTEGER PRIMARY KEY, session TEXT, turn_id TEXT, type TEXT NOT NULL,
-        json TEXT NOT NULL) STRICT;
-    CREATE INDEX events_by_session ON events (session, seq);
-    CREATE INDEX turn_ends ON events (turn_id) WHERE type = 'turn_end';";
-
-/// As many tools as `serve` offers the model with the echo plugin loaded.
-const TOOLS: usize = 9;
+/// The most model calls a turn makes, as `serve`'s default.
+const MAX_ITERATIONS: u32 = 10;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -84,10 +67,12 @@ fn main() {
             .clone()
     };
     let token = std::env::var("WASMCLAW_API_TOKEN").expect("WASMCLAW_API_TOKEN");
+    let plugin = (args.iter().position(|a| a == "--plugin"))
+        .map(|at| Sandbox::load(std::path::Path::new(&args[at + 1])).expect("the plugin"));
     let floor = Floor::open(
         std::path::Path::new(&arg("--db")),
-        &arg("--base-url"),
-        arg("--model"),
+        Model::new(&arg("--base-url"), arg("--model")),
+        plugin,
         &token,
     );
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -125,11 +110,8 @@ async fn serve(floor: Floor, listen: String) {
 
 struct Floor {
     token: String,
-    model: String,
-    url: String,
-    client: reqwest::Client,
-    /// The tools' definitions, serialized once.
-    tools: Box<RawValue>,
+    model: Model,
+    plugin: Option<Sandbox>,
     db: Mutex<Connection>,
     /// Each session's messages, as the request carries them.
     histories: Mutex<HashMap<String, Vec<Box<RawValue>>>>,
@@ -138,7 +120,7 @@ struct Floor {
 }
 
 #[derive(Deserialize)]
-struct Message {
+struct Input {
     content: String,
 }
 
@@ -148,7 +130,7 @@ async fn message(
     State(floor): State<Arc<Floor>>,
     Path(key): Path<String>,
     headers: HeaderMap,
-    Json(message): Json<Message>,
+    Json(input): Json<Input>,
 ) -> Answer {
     if headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()) != Some(floor.token.as_bytes()) {
         return failed(
@@ -156,7 +138,7 @@ async fn message(
             "a bearer token is required".into(),
         );
     }
-    match floor.turn(&key, message.content).await {
+    match floor.turn(&key, input.content).await {
         Ok(answer) => (
             StatusCode::OK,
             Json(json!({"status": "completed", "answer": answer})),
@@ -171,51 +153,130 @@ fn failed(status: StatusCode, error: String) -> Answer {
 
 impl Floor {
     /// The floor with its tables created in the new database `db`, asking
-    /// `model` at `base_url`, answering requests that bear `token`.
-    fn open(db: &std::path::Path, base_url: &str, model: String, token: &str) -> Floor {
-        let db = Connection::open(db).expect("opening the database");
-        db.execute_batch(SCHEMA).expect("creating the tables");
-        db.set_prepared_statement_cache_capacity(64);
+    /// `model`, calling `plugin`'s tools, answering requests that bear
+    /// `token`.
+    fn open(db: &std::path::Path, model: Model, plugin: Option<Sandbox>, token: &str) -> Floor {
         Floor {
             token: format!("Bearer {token}"),
             model,
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
-            client: reqwest::Client::builder().build().expect("an HTTP client"),
-            tools: tools(),
-            db: Mutex::new(db),
+            plugin,
+            db: Mutex::new(store::open(db)),
             histories: Mutex::new(HashMap::new()),
             seq: AtomicU64::new(0),
         }
     }
 
-    /// One text turn of `key`: the model's answer to `input`, committed.
-    /// A session's turns are expected one at a time (the bench's client
+    /// One turn of `key`: the model's answer to `input`, after the tool
+    /// calls it asks for, committed with the events `serve` writes. A
+    /// session's turns are expected one at a time (the bench's client
     /// waits for each); the floor has no scheduler to order them.
     async fn turn(&self, key: &str, input: String) -> Result<String, String> {
         let id = uuid::Uuid::now_v7().to_string();
-        let started_at = now();
-        let started = Instant::now();
-        let user = raw(&json!({"role": "user", "content": input}));
+        let started_at = store::now();
         let mut history = self.history(key)?;
-        let body = self.request(&history, &user);
-        let (answer, usage) = self.call(body).await?;
-        let assistant = raw(&json!({"role": "assistant", "content": answer}));
-        let events = events(&self.seq, key, &id, &input, &answer, &usage, started);
-        let turn = Turn {
-            id: &id,
-            session: key,
-            input: &input,
-            started_at: &started_at,
-            usage: &usage,
-            from: history.len(),
+        let from = history.len();
+        let mut events = Events::new(&self.seq, key, &id);
+        events.push("turn_begin", json!({"input": input, "agent": "default"}));
+        let user = Message::user(&input);
+        history.push(user.wire);
+        let mut stored = vec![user.stored];
+        let mut usage = Usage::default();
+        for iteration in 1..=MAX_ITERATIONS {
+            events.push(
+                "llm_request",
+                json!({"iteration": iteration, "model": "openai:m",
+                       "messages": history.len(), "tools": TOOLS, "tokens": 1005}),
+            );
+            let started = Instant::now();
+            let reply = self.model.call(self.model.request(&history)).await?;
+            usage += reply.usage;
+            if !reply.text.is_empty() {
+                events.push(
+                    "llm_delta",
+                    json!({"iteration": iteration, "text": reply.text}),
+                );
+            }
+            let finish = if reply.calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            events.push(
+                "llm_response",
+                json!({"iteration": iteration, "model": "openai:m", "text": reply.text,
+                       "tool_calls": reply.calls, "finish_reason": finish,
+                       "usage": reply.usage.json(),
+                       "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
+            );
+            let assistant = Message::assistant(&reply);
+            history.push(assistant.wire);
+            stored.push(assistant.stored);
+            if reply.calls.is_empty() {
+                events.push(
+                    "turn_end",
+                    json!({"status": "completed", "reason": "final_answer",
+                           "iterations": iteration, "usage": usage.json(),
+                           "answer": reply.text}),
+                );
+                let turn = Turn {
+                    id: &id,
+                    session: key,
+                    input: &input,
+                    started_at: &started_at,
+                    iterations: iteration,
+                    usage: &usage,
+                    from,
+                };
+                store::commit(&self.db.lock().unwrap(), &turn, &stored, &events.written)?;
+                self.histories
+                    .lock()
+                    .unwrap()
+                    .insert(key.to_string(), history);
+                return Ok(reply.text);
+            }
+            for call in &reply.calls {
+                let result = self.tool(key, &id, call, &mut events).await?;
+                let message = Message::tool(call, &result);
+                history.push(message.wire);
+                stored.push(message.stored);
+            }
+        }
+        Err(format!("no answer after {MAX_ITERATIONS} model calls"))
+    }
+
+    /// Runs `call` and writes its two events: its output, or its error's
+    /// message as the output (a failed tool still answers the model).
+    async fn tool(
+        &self,
+        key: &str,
+        turn_id: &str,
+        call: &model::Call,
+        events: &mut Events<'_>,
+    ) -> Result<String, String> {
+        let Some(plugin) = &self.plugin else {
+            return Err(format!(
+                "the model asked for '{}', and no plugin is loaded",
+                call.name
+            ));
         };
-        self.commit(&turn, [&user, &assistant], &events)?;
-        history.extend([user, assistant]);
-        self.histories
-            .lock()
-            .unwrap()
-            .insert(key.to_string(), history);
-        Ok(answer)
+        events.push(
+            "tool_call_begin",
+            json!({"call_id": call.id, "tool": call.name, "arguments": call.arguments}),
+        );
+        let started = Instant::now();
+        let outcome = (plugin)
+            .call(key, turn_id, &call.id, &call.name, &call.arguments)
+            .await;
+        let (ok, output) = match outcome {
+            Ok(output) => (true, output),
+            Err(error) => (false, error),
+        };
+        events.push(
+            "tool_call_end",
+            json!({"call_id": call.id, "tool": call.name, "ok": ok, "output": output,
+                   "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
+        );
+        Ok(output)
     }
 
     /// The session's messages: held in memory, read from the table once.
@@ -223,288 +284,43 @@ impl Floor {
         if let Some(held) = self.histories.lock().unwrap().remove(key) {
             return Ok(held);
         }
-        let db = self.db.lock().unwrap();
-        let mut read = db
-            .prepare_cached("SELECT json FROM messages WHERE session = ?1 ORDER BY idx")
-            .map_err(text)?;
-        let rows = read
-            .query_map([key], |row| row.get::<_, String>(0))
-            .map_err(text)?;
-        rows.map(|json| RawValue::from_string(json.map_err(text)?).map_err(text))
-            .collect()
+        let stored = store::messages(&self.db.lock().unwrap(), key).map_err(text)?;
+        stored.iter().map(|json| Message::wire_of(json)).collect()
     }
-
-    /// The request's JSON, written straight from the held messages (a
-    /// `json!` value would parse each of them again).
-    fn request(&self, history: &[Box<RawValue>], user: &RawValue) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct Request<'a> {
-            model: &'a str,
-            stream: bool,
-            stream_options: StreamOptions,
-            tools: &'a RawValue,
-            messages: Vec<&'a RawValue>,
-        }
-        #[derive(Serialize)]
-        struct StreamOptions {
-            include_usage: bool,
-        }
-        let mut messages: Vec<&RawValue> = history.iter().map(|m| &**m).collect();
-        messages.push(user);
-        serde_json::to_vec(&Request {
-            model: &self.model,
-            stream: true,
-            stream_options: StreamOptions {
-                include_usage: true,
-            },
-            tools: &self.tools,
-            messages,
-        })
-        .expect("a request is JSON")
-    }
-
-    /// Sends `body` and reads the answer's stream: its text and usage.
-    async fn call(&self, body: Vec<u8>) -> Result<(String, Usage), String> {
-        let mut response = self
-            .client
-            .post(&self.url)
-            .header(header::CONTENT_TYPE, "application/json")
-            .bearer_auth("none")
-            .body(body)
-            .send()
-            .await
-            .map_err(text)?
-            .error_for_status()
-            .map_err(text)?;
-        let (mut answer, mut usage) = (String::new(), Usage::default());
-        let mut buffer = Vec::new();
-        while let Some(bytes) = response.chunk().await.map_err(text)? {
-            buffer.extend_from_slice(&bytes);
-            let mut start = 0;
-            while let Some(end) = memchr::memchr(b'\n', &buffer[start..]) {
-                let line = &buffer[start..start + end];
-                start += end + 1;
-                let Some(data) = line.strip_prefix(b"data: ") else {
-                    continue;
-                };
-                if data == b"[DONE]" {
-                    return Ok((answer, usage));
-                }
-                let chunk: Chunk = serde_json::from_slice(data).map_err(text)?;
-                for choice in chunk.choices {
-                    answer.push_str(choice.delta.content.as_deref().unwrap_or_default());
-                }
-                if let Some(u) = chunk.usage {
-                    usage = u;
-                }
-            }
-            buffer.drain(..start);
-        }
-        Err("the stream ended without [DONE]".into())
-    }
-
-    /// The turn's row, its messages and its events, in one transaction.
-    fn commit(
-        &self,
-        turn: &Turn,
-        messages: [&RawValue; 2],
-        events: &[Event],
-    ) -> Result<(), String> {
-        let db = self.db.lock().unwrap();
-        let write = || -> rusqlite::Result<()> {
-            db.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-            for event in events {
-                db.prepare_cached(
-                    "INSERT INTO events (seq, session, turn_id, type, json) VALUES (?1, ?2, ?3, ?4, ?5)",
-                )?
-                .execute(params![event.seq as i64, turn.session, turn.id, event.kind, event.json])?;
-            }
-            db.prepare_cached(
-                "INSERT INTO sessions (key, created_at) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
-            )?
-            .execute(params![turn.session, turn.started_at])?;
-            db.prepare_cached(
-                "INSERT INTO turns (id, session, parent_turn_id, input, status, reason, iterations,
-                    input_tokens, output_tokens, started_at, ended_at)
-                 VALUES (?1, ?2, NULL, ?3, 'completed', 'final_answer', 1, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(params![
-                turn.id,
-                turn.session,
-                turn.input,
-                turn.usage.prompt_tokens,
-                turn.usage.completion_tokens,
-                turn.started_at,
-                now(),
-            ])?;
-            let mut insert = db.prepare_cached(
-                "INSERT INTO messages (session, idx, turn_id, json) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            for (idx, message) in (turn.from..).zip(messages) {
-                insert.execute(params![turn.session, idx as i64, turn.id, message.get()])?;
-            }
-            db.prepare_cached("COMMIT")?.execute([])?;
-            Ok(())
-        };
-        write().map_err(|e| {
-            let _ = db.execute_batch("ROLLBACK");
-            e.to_string()
-        })
-    }
-}
-
-struct Turn<'a> {
-    id: &'a str,
-    session: &'a str,
-    input: &'a str,
-    started_at: &'a str,
-    usage: &'a Usage,
-    /// The index of the turn's first message.
-    from: usize,
-}
-
-struct Event {
-    seq: u64,
-    kind: &'static str,
-    json: String,
-}
-
-/// The five events of a text turn, as `serve` writes them.
-fn events(
-    seq: &AtomicU64,
-    key: &str,
-    id: &str,
-    input: &str,
-    answer: &str,
-    usage: &Usage,
-    started: Instant,
-) -> Vec<Event> {
-    let usage =
-        json!({"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens});
-    let bodies = [
-        ("turn_begin", json!({"input": input, "agent": "default"})),
-        (
-            "llm_request",
-            json!({"iteration": 1, "model": "openai:m", "messages": 1, "tools": TOOLS, "tokens": 1005}),
-        ),
-        ("llm_delta", json!({"iteration": 1, "text": answer})),
-        (
-            "llm_response",
-            json!({"iteration": 1, "model": "openai:m", "text": answer, "tool_calls": [],
-                   "finish_reason": "stop", "usage": usage,
-                   "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
-        ),
-        (
-            "turn_end",
-            json!({"status": "completed", "reason": "final_answer", "iterations": 1,
-                   "usage": usage, "answer": answer}),
-        ),
-    ];
-    #[derive(Serialize)]
-    struct Head<'a> {
-        seq: u64,
-        time: String,
-        session: &'a str,
-        turn_id: &'a str,
-        parent_turn_id: Option<&'a str>,
-        #[serde(rename = "type")]
-        kind: &'a str,
-    }
-    bodies
-        .into_iter()
-        .map(|(kind, body)| {
-            let seq = seq.fetch_add(1, Ordering::Relaxed) + 1;
-            let head = Head {
-                seq,
-                time: now(),
-                session: key,
-                turn_id: id,
-                parent_turn_id: None,
-                kind,
-            };
-            // The head's fields, then the body's: `{head,body}`.
-            let mut json = serde_json::to_string(&head).expect("JSON");
-            json.pop();
-            json.push(',');
-            json.push_str(&body.to_string()[1..]);
-            Event { seq, kind, json }
-        })
-        .collect()
-}
-
-/// [`TOOLS`] definitions the size of the echo plugin's.
-fn tools() -> Box<RawValue> {
-    let tools: Vec<Value> = (0..TOOLS)
-        .map(|i| {
-            json!({"type": "function", "function": {
-                "name": format!("tool_{i}"),
-                "description": "Adds two integers and returns their sum as a decimal string.",
-                "parameters": {"type": "object", "properties": {
-                    "a": {"type": "integer", "description": "The first addend."},
-                    "b": {"type": "integer", "description": "The second addend."}},
-                    "required": ["a", "b"]}}})
-        })
-        .collect();
-    raw(&tools)
-}
-
-#[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    choices: Vec<Choice>,
-    usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    delta: Delta,
-}
-
-#[derive(Deserialize)]
-struct Delta {
-    content: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct Usage {
-    prompt_tokens: i64,
-    completion_tokens: i64,
-}
-
-fn raw(value: &impl serde::Serialize) -> Box<RawValue> {
-    serde_json::value::to_raw_value(value).expect("JSON")
-}
-
-fn now() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
-
-fn text(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A model that answers "ok" in two SSE chunks and keeps each request.
-    async fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
+    /// A model that keeps each request and answers it with what `reply`
+    /// makes of its body, in SSE chunks of a character of text each.
+    async fn model(reply: fn(&Value) -> Value) -> (String, Arc<Mutex<Vec<Value>>>) {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let kept = requests.clone();
         let app = axum::Router::new().route(
             "/v1/chat/completions",
             post(move |Json(body): Json<Value>| async move {
+                let delta = reply(&body);
                 kept.lock().unwrap().push(body);
-                let chunk = |delta: Value, usage: Value| {
+                let chunk = |delta: &Value, usage: Value| {
                     format!(
                         "data: {}\n\n",
                         json!({"choices": [{"delta": delta}], "usage": usage})
                     )
                 };
                 let usage = json!({"prompt_tokens": 10, "completion_tokens": 2});
-                let body = chunk(json!({"role": "assistant", "content": "o"}), Value::Null)
-                    + &chunk(json!({"content": "k"}), usage)
-                    + "data: [DONE]\n\n";
+                let mut body = String::new();
+                match delta["content"].as_str() {
+                    Some(text) => {
+                        for c in text.chars() {
+                            body += &chunk(&json!({"content": c.to_string()}), Value::Null);
+                        }
+                    }
+                    None => body += &chunk(&delta, Value::Null),
+                }
+                body += &chunk(&json!({}), usage);
+                body += "data: [DONE]\n\n";
                 ([(header::CONTENT_TYPE, "text/event-stream")], body)
             }),
         );
@@ -514,12 +330,46 @@ mod tests {
         (base, requests)
     }
 
+    fn ok(_: &Value) -> Value {
+        json!({"content": "ok"})
+    }
+
+    /// Echo's `add` asked for, in two pieces, then the answer.
+    fn add_then_answer(body: &Value) -> Value {
+        let last = body["messages"].as_array().unwrap().last().unwrap();
+        if last["role"] == "tool" {
+            return json!({"content": format!("The sum is {}.", last["content"].as_str().unwrap())});
+        }
+        json!({"tool_calls": [
+            {"index": 0, "id": "c1", "type": "function",
+             "function": {"name": "add", "arguments": "{\"a\": 40, "}},
+            {"index": 0, "function": {"arguments": "\"b\": 2}"}},
+        ]})
+    }
+
+    fn column(db: &std::path::Path, sql: &str) -> Vec<String> {
+        let db = Connection::open(db).unwrap();
+        let mut statement = db.prepare(sql).unwrap();
+        let rows = statement.query_map([], |row| row.get(0)).unwrap();
+        rows.map(Result::unwrap).collect()
+    }
+
+    fn stored_messages(db: &std::path::Path) -> Vec<Value> {
+        column(
+            db,
+            "SELECT json FROM messages WHERE session = 's' ORDER BY idx",
+        )
+        .iter()
+        .map(|json| serde_json::from_str(json).unwrap())
+        .collect()
+    }
+
     #[tokio::test]
     async fn a_turn_sends_the_held_history_and_commits_the_rows_serve_writes() {
-        let (base, requests) = model().await;
+        let (base, requests) = model(ok).await;
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("sessions.db");
-        let floor = Floor::open(&db, &base, "m".into(), "t");
+        let floor = Floor::open(&db, Model::new(&base, "m".into()), None, "t");
         assert_eq!(floor.turn("s", "hi".into()).await.unwrap(), "ok");
         assert_eq!(floor.turn("s", "again".into()).await.unwrap(), "ok");
 
@@ -536,25 +386,16 @@ mod tests {
         assert_eq!(second["tools"].as_array().unwrap().len(), TOOLS);
         assert_eq!(second["stream"], true);
 
-        let db = Connection::open(&db).unwrap();
-        let column = |sql: &str| -> Vec<String> {
-            let mut statement = db.prepare(sql).unwrap();
-            let rows = statement.query_map([], |row| row.get(0)).unwrap();
-            rows.map(Result::unwrap).collect()
-        };
-        let stored: Vec<Value> =
-            column("SELECT json FROM messages WHERE session = 's' ORDER BY idx")
-                .iter()
-                .map(|json| serde_json::from_str(json).unwrap())
-                .collect();
         let mut expected = second["messages"].as_array().unwrap().clone();
         expected.push(json!({"role": "assistant", "content": "ok"}));
-        assert_eq!(stored, expected);
+        assert_eq!(stored_messages(&db), expected);
         assert_eq!(
             column(
-                "SELECT input || ' ' || status || ' ' || output_tokens FROM turns ORDER BY input"
+                &db,
+                "SELECT input || ' ' || status || ' ' || iterations || ' ' || output_tokens \
+                 FROM turns ORDER BY input"
             ),
-            ["again completed 2", "hi completed 2"]
+            ["again completed 1 2", "hi completed 1 2"]
         );
         let kinds = [
             "turn_begin",
@@ -564,12 +405,82 @@ mod tests {
             "turn_end",
         ];
         assert_eq!(
-            column("SELECT type FROM events ORDER BY seq"),
+            column(&db, "SELECT type FROM events ORDER BY seq"),
             [kinds, kinds].concat()
         );
-        for json in column("SELECT json FROM events") {
+        for json in column(&db, "SELECT json FROM events") {
             let event: Value = serde_json::from_str(&json).unwrap();
             assert_eq!(event["session"], "s", "{json}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_tool_turn_runs_the_plugin_and_asks_the_model_again_with_its_result() {
+        let (base, requests) = model(add_then_answer).await;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("sessions.db");
+        let plugin = Sandbox::load(&wasmclaw_tests::guest("echo")).unwrap();
+        let floor = Floor::open(&db, Model::new(&base, "m".into()), Some(plugin), "t");
+        assert_eq!(
+            floor.turn("s", "40 + 2?".into()).await.unwrap(),
+            "The sum is 42."
+        );
+
+        let call = json!({"id": "c1", "type": "function",
+                          "function": {"name": "add", "arguments": "{\"a\": 40, \"b\": 2}"}});
+        assert_eq!(
+            requests.lock().unwrap()[1]["messages"],
+            json!([
+                {"role": "user", "content": "40 + 2?"},
+                {"role": "assistant", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "42"},
+            ])
+        );
+        // The table keeps the host's form of the messages.
+        let held = json!([
+            {"role": "user", "content": "40 + 2?"},
+            {"role": "assistant", "content": "",
+             "tool_calls": [{"id": "c1", "name": "add", "arguments": "{\"a\": 40, \"b\": 2}"}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "add", "content": "42"},
+            {"role": "assistant", "content": "The sum is 42."},
+        ]);
+        assert_eq!(Value::Array(stored_messages(&db)), held);
+        assert_eq!(
+            column(&db, "SELECT type FROM events ORDER BY seq"),
+            [
+                "turn_begin",
+                "llm_request",
+                "llm_response",
+                "tool_call_begin",
+                "tool_call_end",
+                "llm_request",
+                "llm_delta",
+                "llm_response",
+                "turn_end",
+            ]
+        );
+        let end: Value = serde_json::from_str(
+            &column(&db, "SELECT json FROM events WHERE type = 'tool_call_end'")[0],
+        )
+        .unwrap();
+        assert_eq!((&end["ok"], &end["output"]), (&json!(true), &json!("42")));
+        assert_eq!(
+            column(&db, "SELECT iterations || ' ' || output_tokens FROM turns"),
+            ["2 4"]
+        );
+
+        // Not held, the history is read from the table, and sent as it
+        // was sent before.
+        floor.histories.lock().unwrap().clear();
+        let read = floor.history("s").unwrap();
+        let read: Vec<Value> = (read.iter())
+            .map(|m| serde_json::from_str(m.get()).unwrap())
+            .collect();
+        let mut sent = requests.lock().unwrap()[1]["messages"]
+            .as_array()
+            .unwrap()
+            .clone();
+        sent.push(json!({"role": "assistant", "content": "The sum is 42."}));
+        assert_eq!(read, sent);
     }
 }
