@@ -26,9 +26,9 @@
 //! the token; of a tool call, what `sandbox.rs` names.
 //!
 //! `wasmclaw-floor --listen ADDR --base-url URL --model NAME --db FILE
-//! [--plugin FILE.wasm]`, the token from `WASMCLAW_API_TOKEN`. It says where it listens as
-//! `serve` does (`wasmclaw serving on http://ADDR`), so that the same
-//! harness starts it, and stops at SIGTERM.
+//! [--plugin FILE.wasm]`, the token from `WASMCLAW_API_TOKEN`. It says
+//! where it listens as `serve` does (`wasmclaw serving on http://ADDR`),
+//! so that the same harness starts it, and stops at SIGTERM.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -67,8 +67,9 @@ fn main() {
             .clone()
     };
     let token = std::env::var("WASMCLAW_API_TOKEN").expect("WASMCLAW_API_TOKEN");
-    let plugin = (args.iter().position(|a| a == "--plugin"))
-        .map(|at| Sandbox::load(std::path::Path::new(&args[at + 1])).expect("the plugin"));
+    let plugin = (args.iter().any(|a| a == "--plugin")).then(|| {
+        Sandbox::load(std::path::Path::new(&arg("--plugin"))).unwrap_or_else(|e| panic!("{e}"))
+    });
     let floor = Floor::open(
         std::path::Path::new(&arg("--db")),
         Model::new(&arg("--base-url"), arg("--model")),
