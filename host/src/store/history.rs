@@ -124,9 +124,10 @@ impl Loan {
     /// many as the cache counts (nothing but that commit changed the
     /// history), else dropped, and the cache forgets the history.
     pub fn give_back(mut self, mut messages: Vec<Message>) {
-        // A turn's vector has room for the messages it was to add (eight
-        // more, in a session's first turn ten times its two messages):
-        // the cache keeps none to spare for the session's idle time.
+        // A turn's vector has room for eight messages more than the
+        // history it was lent (in a session's first turn, four times what
+        // its two need): the cache keeps none to spare while it holds the
+        // session idle.
         messages.shrink_to_fit();
         let id = std::mem::take(&mut self.id);
         self.histories.settle(&self.session, id, Some(messages));
