@@ -44,9 +44,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use model::{Message, Model, TOOLS, text};
+use model::{Message, Model, TOOLS, Usage};
 use sandbox::Sandbox;
-use store::{Events, Turn, Usage};
+use store::{Events, Turn};
 
 mod model;
 mod sandbox;
@@ -288,6 +288,11 @@ impl Floor {
         let stored = store::messages(&self.db.lock().unwrap(), key).map_err(text)?;
         stored.iter().map(|json| Message::wire_of(json)).collect()
     }
+}
+
+/// An error's text, with its causes (`{:#}`) where it has them.
+fn text(e: impl std::fmt::Display) -> String {
+    format!("{e:#}")
 }
 
 #[cfg(test)]

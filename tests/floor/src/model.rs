@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::store::Usage;
+use crate::text;
 
 /// As many tools as `serve` offers the model with the echo plugin loaded.
 pub const TOOLS: usize = 9;
@@ -26,6 +26,27 @@ pub struct Reply {
     pub text: String,
     pub calls: Vec<Call>,
     pub usage: Usage,
+}
+
+/// Tokens, as the model counts them.
+#[derive(Deserialize, Default, Clone, Copy)]
+pub struct Usage {
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+impl Usage {
+    /// As an event's body names it.
+    pub fn json(&self) -> Value {
+        json!({"input_tokens": self.prompt_tokens, "output_tokens": self.completion_tokens})
+    }
 }
 
 /// A tool call the model asked for.
@@ -150,14 +171,8 @@ impl Message {
         if reply.calls.is_empty() {
             return Message::same(&json!({"role": "assistant", "content": reply.text}));
         }
-        let wire: Vec<Value> = (reply.calls.iter())
-            .map(|c| {
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments}})
-            })
-            .collect();
         Message {
-            wire: raw(&json!({"role": "assistant", "tool_calls": wire})),
+            wire: calls_wire(&reply.calls),
             stored: json!({"role": "assistant", "content": reply.text, "tool_calls": reply.calls})
                 .to_string(),
         }
@@ -181,24 +196,38 @@ impl Message {
 
     /// The request's form of a message as the table keeps it.
     pub fn wire_of(stored: &str) -> Result<Box<RawValue>, String> {
-        let value: Value = serde_json::from_str(stored).map_err(text)?;
-        let calls = value["tool_calls"].as_array();
-        Ok(match (value["role"].as_str(), calls) {
-            (Some("assistant"), Some(calls)) if !calls.is_empty() => {
-                let calls: Vec<Call> =
-                    serde_json::from_value(Value::Array(calls.clone())).map_err(text)?;
-                Message::assistant(&Reply {
-                    text: String::new(),
-                    calls,
-                    usage: Usage::default(),
-                })
-                .wire
-            }
-            (Some("tool"), _) => raw(&json!({"role": "tool",
-                "tool_call_id": value["tool_call_id"], "content": value["content"]})),
+        /// The fields of the host's form that differ from the request's.
+        #[derive(Deserialize)]
+        struct Stored {
+            role: String,
+            #[serde(default)]
+            content: String,
+            #[serde(default)]
+            tool_calls: Vec<Call>,
+            #[serde(default)]
+            tool_call_id: String,
+        }
+        let message: Stored = serde_json::from_str(stored).map_err(text)?;
+        Ok(match message.role.as_str() {
+            "assistant" if !message.tool_calls.is_empty() => calls_wire(&message.tool_calls),
+            "tool" => raw(
+                &json!({"role": "tool", "tool_call_id": message.tool_call_id,
+                                  "content": message.content}),
+            ),
             _ => RawValue::from_string(stored.to_string()).map_err(text)?,
         })
     }
+}
+
+/// An assistant message asking for `calls`, as the request carries it.
+fn calls_wire(calls: &[Call]) -> Box<RawValue> {
+    let calls: Vec<Value> = (calls.iter())
+        .map(|c| {
+            json!({"id": c.id, "type": "function",
+                   "function": {"name": c.name, "arguments": c.arguments}})
+        })
+        .collect();
+    raw(&json!({"role": "assistant", "tool_calls": calls}))
 }
 
 /// [`TOOLS`] definitions the size of the echo plugin's.
@@ -251,8 +280,4 @@ struct FunctionDelta {
 
 fn raw(value: &impl Serialize) -> Box<RawValue> {
     serde_json::value::to_raw_value(value).expect("JSON")
-}
-
-pub fn text(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }

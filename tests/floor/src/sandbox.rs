@@ -17,6 +17,8 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::text;
+
 wasmtime::component::bindgen!({
     world: "tool-plugin",
     path: "../../wit",
@@ -132,8 +134,4 @@ fn config() -> Config {
         .cranelift_opt_level(wasmtime::OptLevel::Speed)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config
-}
-
-fn text(e: impl std::fmt::Display) -> String {
-    format!("{e:#}")
 }

@@ -9,6 +9,8 @@ use rusqlite::{Connection, params};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::model::Usage;
+
 /// What the tables hold of a turn, as `serve`'s store declares them.
 const SCHEMA: &str = "
     PRAGMA journal_mode = WAL;
@@ -61,27 +63,6 @@ pub struct Turn<'a> {
     pub usage: &'a Usage,
     /// The index of the turn's first message.
     pub from: usize,
-}
-
-/// Tokens, as the model counts them.
-#[derive(serde::Deserialize, Default, Clone, Copy)]
-pub struct Usage {
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, other: Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-    }
-}
-
-impl Usage {
-    /// As an event's body names it.
-    pub fn json(&self) -> Value {
-        serde_json::json!({"input_tokens": self.prompt_tokens, "output_tokens": self.completion_tokens})
-    }
 }
 
 /// The turn's row, its messages (their stored JSON) and its events, in one
